@@ -1,0 +1,1 @@
+"""Question-type classification (nf-cats taxonomy)."""

@@ -1,0 +1,78 @@
+"""The ``typed-rag`` command: one entry point, subcommands registered by each area.
+
+Each area's ``commands`` module defines ``register(subparsers)``, which adds its
+subcommands and sets ``func(args, settings) -> int`` on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from typed_rag.config import load_settings
+from typed_rag.errors import UserError
+
+COMMAND_MODULES = (
+    "indexes.commands",  # index build, retrieve, corpus download
+    "typed_rag.engines.commands",  # models pull/list
+    "typed_rag.classifier.commands",  # classifier train/eval
+    "typed_rag.commands",  # ask
+    "serving.commands",  # serve, ui
+    "eval.commands",  # eval run/report/label
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="typed-rag", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="TOML settings file (see README)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set engine.backend=vllm (repeatable)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def _parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings(args.config, **_parse_overrides(args.overrides))
+        return int(args.func(args, settings) or 0)
+    except UserError as exc:
+        print(f"typed-rag: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"typed-rag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("typed-rag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

