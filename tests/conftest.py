@@ -13,22 +13,86 @@ import pytest
 from typed_rag.config import Settings, load_settings
 
 TINY_PASSAGES: list[tuple[str, str, str]] = [
-    ("p1", "Autumn leaf color", "Leaves change color in autumn because chlorophyll breaks down and carotenoids and anthocyanins become visible as days shorten."),
-    ("p2", "Chlorophyll", "Chlorophyll is the green pigment plants use for photosynthesis; trees stop producing it when nights grow longer and colder."),
-    ("p3", "Python (programming language)", "Python is a high-level programming language known for readability; it uses indentation to delimit blocks."),
-    ("p4", "Java (programming language)", "Java is a statically typed, class-based programming language that runs on the Java virtual machine."),
-    ("p5", "Coffee", "Coffee is a brewed drink made from roasted coffee beans; it contains caffeine, a stimulant."),
-    ("p6", "Tea", "Tea is an aromatic beverage made by pouring hot water over cured leaves of Camellia sinensis; it contains less caffeine than coffee."),
-    ("p7", "Bread", "To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise, shape it and bake it in a hot oven."),
-    ("p8", "Sourdough", "Sourdough bread is leavened by a starter of wild yeast and lactic acid bacteria instead of baker's yeast."),
-    ("p9", "Nuclear power", "Supporters of nuclear power cite low carbon emissions and reliable baseload output as reasons to build reactors."),
-    ("p10", "Nuclear power debate", "Opponents of nuclear power point to waste storage, accident risk and high construction costs."),
-    ("p11", "Paris", "Paris is the capital and most populous city of France, known for the Eiffel Tower and the Louvre."),
-    ("p12", "Backpacking", "Travellers who went backpacking in Europe report that rail passes and hostels keep costs low."),
-    ("p13", "Sleep", "Sleep deprivation impairs memory and attention because the brain consolidates memories during deep sleep."),
-    ("p14", "Exercise", "Regular aerobic exercise strengthens the heart, lowers blood pressure and improves mood."),
-    ("p15", "Roman Empire", "The Western Roman Empire fell in 476 because of economic decline, military defeats and political instability."),
-    ("p16", "Photosynthesis", "Photosynthesis converts light energy, water and carbon dioxide into glucose and oxygen in chloroplasts."),
+    (
+        "p1",
+        "Autumn leaf color",
+        "Leaves change color in autumn because chlorophyll breaks down and carotenoids and anthocyanins become visible as days shorten.",
+    ),
+    (
+        "p2",
+        "Chlorophyll",
+        "Chlorophyll is the green pigment plants use for photosynthesis; trees stop producing it when nights grow longer and colder.",
+    ),
+    (
+        "p3",
+        "Python (programming language)",
+        "Python is a high-level programming language known for readability; it uses indentation to delimit blocks.",
+    ),
+    (
+        "p4",
+        "Java (programming language)",
+        "Java is a statically typed, class-based programming language that runs on the Java virtual machine.",
+    ),
+    (
+        "p5",
+        "Coffee",
+        "Coffee is a brewed drink made from roasted coffee beans; it contains caffeine, a stimulant.",
+    ),
+    (
+        "p6",
+        "Tea",
+        "Tea is an aromatic beverage made by pouring hot water over cured leaves of Camellia sinensis; it contains less caffeine than coffee.",
+    ),
+    (
+        "p7",
+        "Bread",
+        "To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise, shape it and bake it in a hot oven.",
+    ),
+    (
+        "p8",
+        "Sourdough",
+        "Sourdough bread is leavened by a starter of wild yeast and lactic acid bacteria instead of baker's yeast.",
+    ),
+    (
+        "p9",
+        "Nuclear power",
+        "Supporters of nuclear power cite low carbon emissions and reliable baseload output as reasons to build reactors.",
+    ),
+    (
+        "p10",
+        "Nuclear power debate",
+        "Opponents of nuclear power point to waste storage, accident risk and high construction costs.",
+    ),
+    (
+        "p11",
+        "Paris",
+        "Paris is the capital and most populous city of France, known for the Eiffel Tower and the Louvre.",
+    ),
+    (
+        "p12",
+        "Backpacking",
+        "Travellers who went backpacking in Europe report that rail passes and hostels keep costs low.",
+    ),
+    (
+        "p13",
+        "Sleep",
+        "Sleep deprivation impairs memory and attention because the brain consolidates memories during deep sleep.",
+    ),
+    (
+        "p14",
+        "Exercise",
+        "Regular aerobic exercise strengthens the heart, lowers blood pressure and improves mood.",
+    ),
+    (
+        "p15",
+        "Roman Empire",
+        "The Western Roman Empire fell in 476 because of economic decline, military defeats and political instability.",
+    ),
+    (
+        "p16",
+        "Photosynthesis",
+        "Photosynthesis converts light energy, water and carbon dioxide into glucose and oxygen in chloroplasts.",
+    ),
 ]
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class QuestionType(str, Enum):
+class QuestionType(StrEnum):
     NOT_A_QUESTION = "NOT-A-QUESTION"
     FACTOID = "FACTOID"
     DEBATE = "DEBATE"

@@ -29,7 +29,9 @@ class TypeClassifier(abc.ABC):
     def predict_proba(self, questions: Sequence[str]) -> list[list[float]]:
         """Probabilities over :data:`LABELS` (nf-cats order) for each question."""
 
-    def predict(self, questions: Sequence[str], min_confidence: float = 0.0) -> list[TypePrediction]:
+    def predict(
+        self, questions: Sequence[str], min_confidence: float = 0.0
+    ) -> list[TypePrediction]:
         """Top type per question; below ``min_confidence`` the prediction is marked unsure."""
         out: list[TypePrediction] = []
         for probs in self.predict_proba(questions):
