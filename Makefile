@@ -1,0 +1,37 @@
+# The two commands of the README:
+#   make serve   set up (venv, default model, classifier, index) and start the server + chat UI
+#   make test    set up the test environment and run the whole suite (fast tests, then slow real-model tests)
+VENV ?= .venv
+TR := $(VENV)/bin/typed-rag
+PYTEST := $(VENV)/bin/pytest
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve test test-fast test-slow setup lint bench clean-venv
+
+serve:
+	bash scripts/setup.sh env assets
+	$(TR) serve --host $(HOST) --port $(PORT)
+
+test:
+	bash scripts/setup.sh test-env
+	$(MAKE) lint
+	$(PYTEST) -q
+	$(PYTEST) -q -m slow
+
+test-fast:
+	$(PYTEST) -q
+
+test-slow:
+	$(PYTEST) -q -m slow
+
+setup:
+	bash scripts/setup.sh env assets
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/hadolint Dockerfile.gpu
+
+clean-venv:
+	rm -rf $(VENV)
