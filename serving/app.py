@@ -1,0 +1,171 @@
+"""The HTTP router: routes, auth and error handlers; the work lives in :mod:`serving.serving_chat`.
+
+``create_app(settings)`` builds the FastAPI app; the TypedRAG instance is
+built in the background once the server listens (``/health`` says 503 until
+then). Tests may pass a ready-made ``rag`` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from serving import errors
+from serving.admission import Admission
+from serving.errors import APIError
+from serving.metrics import ServerMetrics
+from serving.protocol import MODES, ModelCard, ModelList
+from serving.serving_chat import OpenAIServingChat
+from serving.state import ServerState
+from typed_rag.config import Settings
+
+log = logging.getLogger(__name__)
+
+MODE_DESCRIPTIONS = {
+    "typed-rag": "type-aware decomposition: classify, plan per type, retrieve, answer",
+    "rag": "plain retrieval-augmented generation (the paper's RAG baseline)",
+    "llm": "the language model alone, no retrieval (the paper's LLM baseline)",
+}
+
+
+def create_app(
+    settings: Settings,
+    rag: Any | None = None,
+    *,
+    on_fatal: Callable[[str], None] | None = None,
+) -> FastAPI:
+    """Build the server app. ``on_fatal(message)`` is called if TypedRAG fails to start."""
+    server = settings.server
+    metrics = ServerMetrics()
+    state = ServerState(settings, rag, on_fatal=on_fatal)
+    admission = Admission(server.max_concurrent, server.max_queue, metrics)
+    chat = OpenAIServingChat(state, admission, metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        loader = asyncio.create_task(state.load())
+        try:
+            yield
+        finally:
+            if not loader.done():
+                loader.cancel()
+                await asyncio.gather(loader, return_exceptions=True)
+            await state.close()
+
+    app = FastAPI(
+        title="Typed-RAG",
+        summary="OpenAI-compatible chat completions answered by Typed-RAG",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.typed_rag = state
+    app.state.metrics = metrics
+    app.state.admission = admission
+
+    async def require_key(request: Request) -> None:
+        expected = server.api_key
+        if not expected:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, key = header.partition(" ")
+        if not header:
+            raise errors.unauthorized("missing API key: send it as 'Authorization: Bearer <key>'")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            key.strip().encode(), expected.encode()
+        ):
+            raise errors.unauthorized("invalid API key")
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(require_key)])
+    async def chat_completions(request: Request) -> Response:
+        return await chat.create(request)
+
+    @app.get("/v1/models", dependencies=[Depends(require_key)])
+    async def list_models() -> ModelList:
+        root = state.model_name()
+        return ModelList(
+            data=[ModelCard(id=m, root=root, description=MODE_DESCRIPTIONS[m]) for m in MODES]
+        )
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        body = state.describe()
+        headers = {} if state.ready else {"Retry-After": "5"}
+        return JSONResponse(body, status_code=200 if state.ready else 503, headers=headers)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    _install_error_handlers(app, metrics)
+    if server.ui:
+        _mount_ui(app, settings)
+    return app
+
+
+def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, APIError)
+        if request.url.path.startswith("/v1/chat"):
+            metrics.observe_error("unknown", exc.status, exc.code)
+        return exc.response()
+
+    async def validation(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return errors.validation_error(exc).response()
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            err = errors.not_found(f"no such endpoint: {request.method} {request.url.path}")
+        elif exc.status_code == 405:
+            err = errors.method_not_allowed(
+                f"method {request.method} is not allowed on {request.url.path}"
+            )
+        else:
+            err = APIError(exc.status_code, str(exc.detail), code=str(exc.status_code))
+        return err.response()
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        metrics.errors.labels(code="internal_error").inc()
+        return errors.internal().response()
+
+    app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(RequestValidationError, validation)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _mount_ui(app: FastAPI, settings: Settings) -> None:
+    """Serve the Gradio demo at ``/ui``; it talks to this server's own OpenAI endpoint."""
+    try:
+        from ui.demo import mount_demo
+    except ImportError as exc:
+        log.warning(
+            "server.ui is on but gradio is missing (%s); /ui is disabled. "
+            "Install the 'ui' extra: pip install 'typed-rag[ui]'",
+            exc,
+        )
+        return
+    server = settings.server
+    host = server.host if server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    mount_demo(
+        app,
+        f"http://{host}:{server.port}/v1",
+        path="/ui",
+        api_key=server.api_key,
+        concurrency=server.max_concurrent + server.max_queue,
+        timeout_s=server.request_timeout_s + 5,
+    )

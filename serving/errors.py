@@ -1,0 +1,115 @@
+"""Errors in the OpenAI shape, so that every client SDK can read them.
+
+Every failure a client sees is an :class:`APIError` turned into
+``{"error": {"message", "type", "param", "code"}}`` with a matching HTTP
+status; nothing else (no traceback, no framework default) reaches the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+
+class APIError(Exception):
+    """A request failure with its HTTP status and OpenAI error fields."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """The ``{"error": {...}}`` object sent to the client."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def sse(self) -> str:
+        """The error as one in-band server-sent event, for failures mid-stream."""
+        return f"data: {json.dumps(self.body())}\n\n"
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> APIError:
+    return APIError(400, message, param=param, code=code)
+
+
+def unauthorized(message: str) -> APIError:
+    return APIError(
+        401,
+        message,
+        type="authentication_error",
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def overloaded(message: str, *, status: int = 429, retry_after_s: int = 1) -> APIError:
+    """Back-pressure: the queue is full (429) or the server is not ready (503)."""
+    code = "rate_limit_exceeded" if status == 429 else "service_unavailable"
+    return APIError(
+        status,
+        message,
+        type="rate_limit_error" if status == 429 else "service_unavailable_error",
+        code=code,
+        headers={"Retry-After": str(retry_after_s)},
+    )
+
+
+def timeout(seconds: float) -> APIError:
+    return APIError(
+        504,
+        f"the request did not finish within the server's limit of {seconds:g} s",
+        type="timeout_error",
+        code="request_timeout",
+    )
+
+
+def internal(message: str = "internal server error; the server log has the details") -> APIError:
+    return APIError(500, message, type="internal_server_error", code="internal_error")
+
+
+def not_found(message: str) -> APIError:
+    return APIError(404, message, code="not_found")
+
+
+def method_not_allowed(message: str) -> APIError:
+    return APIError(405, message, code="method_not_allowed")
+
+
+def validation_error(exc: RequestValidationError) -> APIError:
+    """Pydantic's 422 becomes the 400 the OpenAI API gives for bad field types."""
+    errors = exc.errors()
+    if not errors:
+        return bad_request("invalid request body")
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(loc) or None
+    msg = first.get("msg", "invalid value")
+    where = f"'{param}'" if param else "request body"
+    extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return bad_request(f"invalid {where}: {msg}{extra}", param=param, code="invalid_value")

@@ -1,0 +1,214 @@
+"""The Gradio demo: its panels, its API endpoint, and a real headless browser session."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serving.conftest import (
+    REPO,
+    LiveServer,
+    ProbeEngine,
+    free_port,
+    live_server,
+    make_rag,
+    server_settings,
+)
+from ui.render import badge_html, plan_markdown, sources_markdown
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = REPO / "artifacts" / "ui"
+QUESTION = "Why do leaves change color in autumn?"
+
+INFO = {
+    "mode": "typed-rag",
+    "type": "REASON",
+    "predicted_type": "REASON",
+    "type_source": "classifier",
+    "probabilities": {"REASON": 0.83, "EVIDENCE-BASED": 0.1},
+    "plan": {"sub_queries": ["why leaves turn", "what chlorophyll does"]},
+    "citations": [
+        {"citation": 1, "id": "p1", "title": "Autumn leaf color", "snippet": "Leaves change"},
+        {"citation": 2, "id": "p2", "title": "Chlorophyll", "snippet": "Green pigment"},
+    ],
+    "sub_answers": [{"query": "why leaves turn", "answer": "Because [1]."}],
+    "fallbacks": [],
+}
+
+
+# --- panels (pure) ------------------------------------------------------------------
+
+
+def test_badge_shows_type_and_probability() -> None:
+    html = badge_html(INFO)
+    assert "REASON" in html and "83%" in html and 'data-type="REASON"' in html
+
+
+def test_badge_explains_low_confidence_and_forced() -> None:
+    unsure = dict(
+        INFO,
+        type="EVIDENCE-BASED",
+        type_source="low-confidence-default",
+        predicted_type="DEBATE",
+        probabilities={"DEBATE": 0.31},
+    )
+    assert "unsure" in badge_html(unsure) and "DEBATE (31%)" in badge_html(unsure)
+    assert "forced" in badge_html(dict(INFO, type_source="forced"))
+    assert "no classifier" in badge_html(dict(INFO, type="EVIDENCE-BASED", type_source="none"))
+    assert "LLM only" in badge_html({"mode": "llm", "type": None})
+
+
+def test_plan_lists_sub_queries_sub_answers_and_fallbacks() -> None:
+    md = plan_markdown(dict(INFO, fallbacks=["reason: plan unparseable -> rag"]))
+    assert "- why leaves turn" in md and "- what chlorophyll does" in md
+    assert "Because [1]." in md and "plan unparseable" in md
+    debate = plan_markdown(
+        {"plan": {"debate_topic": "nuclear", "sub_queries": {"pro": "benefits"}}}
+    )
+    assert "**Debate topic**: nuclear" in debate and "*pro*: benefits" in debate
+    assert "answered directly" in plan_markdown({"plan": {}})
+
+
+def test_sources_are_numbered_with_titles_and_ids() -> None:
+    md = sources_markdown(INFO)
+    assert md.index("**[1] Autumn leaf color**") < md.index("**[2] Chlorophyll**")
+    assert "`p1`" in md and "Leaves change" in md
+    assert "No passages" in sources_markdown({"citations": []})
+
+
+# --- the demo against a live server -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    settings = server_settings(tmp_path_factory.mktemp("ui"), **{"server.ui": True})
+    engine = ProbeEngine(token_delay_s=0.05)
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        yield srv
+
+
+def test_ui_is_mounted(ui_server: LiveServer) -> None:
+    r = httpx.get(ui_server.url + "/ui/", follow_redirects=True, timeout=30)
+    assert r.status_code == 200 and "gradio" in r.text.lower()
+
+
+def test_gradio_client_chat_endpoint(ui_server: LiveServer) -> None:
+    from gradio_client import Client
+
+    client = Client(ui_server.url + "/ui/", verbose=False)
+    history, box, badge, plan, sources, status = client.predict(
+        QUESTION, [], "typed-rag", api_name="/chat"
+    )
+    assert box == "" and status == ""
+    assert history[-1]["role"] == "assistant"
+    assert "A fake answer [1]." in str(history[-1]["content"])
+    assert "REASON" in badge
+    assert "Autumn leaf color" in sources
+    assert "Sub queries" in plan
+
+
+def test_demo_says_when_the_server_is_down() -> None:
+    from ui.demo import make_responder
+
+    respond = make_responder(f"http://127.0.0.1:{free_port()}/v1")
+    outputs = asyncio.run(_collect(respond(QUESTION, [], "typed-rag")))
+    status = outputs[-1][5]
+    assert "not reachable" in status
+    assert "not reachable" in outputs[-1][0][-1]["content"]
+
+
+def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
+    from ui.demo import make_responder
+
+    settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.max_queue": 0})
+    engine = ProbeEngine(delay_s=2.0)
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
+        blocker = threading.Thread(
+            target=lambda: httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
+        )
+        blocker.start()
+        deadline = 100
+        while srv.metric("typed_rag_requests_in_flight") < 1 and deadline:
+            deadline -= 1
+            threading.Event().wait(0.05)
+        outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "llm")))
+        blocker.join(30)
+    assert "busy" in outputs[-1][5]
+
+
+async def _collect(gen) -> list:
+    return [item async for item in gen]
+
+
+# --- a real browser -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"
+)
+def test_browser_chat_streams_and_shows_type_and_sources(ui_server: LiveServer) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(ui_server.url + "/ui/", timeout=60_000)
+            box = page.locator("#tr-input textarea")
+            box.fill(QUESTION)
+            page.locator("#tr-send").click()
+            chat = page.locator("#tr-chatbot")
+            expect(chat).to_contain_text("A fake answer [1].", timeout=30_000)
+            expect(chat).to_contain_text(QUESTION)
+            badge = page.locator("#tr-badge")
+            expect(badge).to_contain_text("REASON", timeout=10_000)
+            expect(badge).to_contain_text("%")
+            sources = page.locator("#tr-sources")
+            expect(sources).to_contain_text("[1] Autumn leaf color")
+            page.get_by_text("Plan", exact=True).click()
+            expect(page.locator("#tr-plan")).to_contain_text("why do leaves change color")
+            page.screenshot(path=str(SCREENSHOTS / "chat.png"), full_page=True)
+
+            # switching the mode changes the pipeline the server runs
+            page.locator("#tr-mode").get_by_text("llm", exact=True).click()
+            expect(page.locator("#tr-mode input[value=llm]")).to_be_checked()
+            box.fill("Is nuclear power a good idea?")
+            page.locator("#tr-send").click()
+            expect(badge).to_contain_text("LLM only", timeout=30_000)
+            expect(sources).to_contain_text("No passages")
+            page.screenshot(path=str(SCREENSHOTS / "chat-llm-mode.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_demo_is_behind_the_api_key_when_one_is_set(tmp_path: Path) -> None:
+    from gradio_client import Client
+
+    settings = server_settings(tmp_path, **{"server.ui": True, "server.api_key": "s3cret"})
+    with live_server(settings, make_rag(settings)) as srv:
+        from gradio_client.exceptions import AuthenticationError
+
+        assert httpx.get(srv.url + "/ui/config").status_code == 401
+        with pytest.raises(AuthenticationError):
+            Client(srv.url + "/ui/", verbose=False)
+        with pytest.raises(ValueError, match="Could not login"):
+            Client(srv.url + "/ui/", auth=("anyone", "wrong"), verbose=False)
+        client = Client(srv.url + "/ui/", auth=("anyone", "s3cret"), verbose=False)
+        history, *_rest, status = client.predict(QUESTION, [], "rag", api_name="/chat")
+        assert status == "" and "A fake answer" in str(history[-1]["content"])
