@@ -84,18 +84,18 @@ class ChatCompletionRequest(BaseModel):
             return None
         return QuestionType.parse(value).value
 
+    def sampling(self) -> dict[str, Any]:
+        """Sampling fields the client set; they override ``settings.sampling`` for this request."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_completion_tokens or self.max_tokens,
+        }
+
     def ignored_params(self) -> list[str]:
-        """Sampling fields the client set that TypedRAG cannot apply per request (yet):
-        its pipelines use ``settings.sampling``. Reported, never silently dropped."""
-        names = (
-            "temperature",
-            "top_p",
-            "max_tokens",
-            "max_completion_tokens",
-            "stop",
-            "presence_penalty",
-            "frequency_penalty",
-        )
+        """Fields the client set that Typed-RAG does not apply (its prompts end answers
+        themselves). Reported in the ``typed_rag`` object, never silently dropped."""
+        names = ("stop", "presence_penalty", "frequency_penalty")
         return [n for n in names if getattr(self, n) is not None]
 
 

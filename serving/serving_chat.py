@@ -266,6 +266,7 @@ class OpenAIServingChat:
             "force_type": req.force_type,
             "top_k": req.top_k,
             "seed": req.seed,
+            "sampling": req.sampling(),
         }
 
     async def _answer(self, req: ChatCompletionRequest, question: str) -> Result:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 class CitedPassage(BaseModel):
@@ -64,14 +64,17 @@ class Result(BaseModel):
     fallbacks: list[str] = Field(default_factory=list)
     timings: dict[str, float] = Field(default_factory=dict)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def rounds(self) -> int:
         return max((c.round for c in self.calls), default=0)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def prompt_tokens(self) -> int:
         return sum(c.prompt_tokens for c in self.calls)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def completion_tokens(self) -> int:
         return sum(c.completion_tokens for c in self.calls)

@@ -9,4 +9,320 @@ CONTRACT (used by serving/ and eval/); the pipelines implement it:
     async for event in rag.answer_stream(question, ...):  # str deltas of the final answer,
         ...                                             # then exactly one Result, last
     results = await rag.answer_many(questions, ...)     # concurrent; engine batches them
+
+``mode`` is ``typed-rag``, ``rag`` or ``llm`` (default ``settings.mode``);
+``force_type`` (a :class:`QuestionType` or its label) skips the classifier.
+Bad arguments raise :class:`~typed_rag.errors.UserError`.
 """
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from typed_rag.classifier.base import TypeClassifier, TypePrediction
+from typed_rag.config import SamplingSettings, Settings
+from typed_rag.engines.base import Engine
+from typed_rag.errors import UserError
+from typed_rag.pipelines import MODES, Context, Final, pipeline_for
+from typed_rag.rerank.base import Reranker
+from typed_rag.result import Result
+from typed_rag.retrieval import Retriever
+from typed_rag.types import QuestionType
+
+log = logging.getLogger(__name__)
+
+TypeArg = QuestionType | str | None
+
+
+@dataclass
+class Routing:
+    """Which type a question is answered as, and why."""
+
+    type: QuestionType
+    source: str  # "forced" | "classifier" | "low-confidence-default" | "none"
+    prediction: TypePrediction | None = None
+
+
+class TypedRAG:
+    """Answers questions with type-aware pipelines; one instance serves many concurrent calls."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        retriever: Retriever | None = None,
+        reranker: Reranker | None = None,
+        classifier: TypeClassifier | None = None,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.retriever = retriever
+        self.reranker = reranker
+        self.classifier = classifier
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TypedRAG:
+        """Build every component from ``settings`` (engine, BM25 index, reranker, classifier).
+
+        In ``llm`` mode a missing index is tolerated (nothing is retrieved); a
+        classifier that cannot be loaded leaves unforced questions on the
+        plain-RAG route, which each Result records (``type_source="none"`` and
+        a fallback note).
+        """
+        from indexes import load_retriever
+        from typed_rag.classifier import build_classifier
+        from typed_rag.engines import build_engine
+        from typed_rag.rerank import build_reranker
+
+        engine = build_engine(settings)
+        try:
+            retriever = load_retriever(settings)
+        except (UserError, FileNotFoundError):
+            if settings.mode != "llm":
+                raise
+            retriever = None
+        reranker = build_reranker(settings)  # None when reranker.kind is "none"
+        try:
+            classifier: TypeClassifier | None = build_classifier(settings)
+        except (UserError, FileNotFoundError) as exc:
+            # Questions with a forced type still work; the others are answered by
+            # plain RAG, and each Result says so (type_source "none" + a fallback).
+            log.warning("no question-type classifier (%s): unforced questions get plain RAG", exc)
+            classifier = None
+        return cls(settings, engine, retriever, reranker, classifier)
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+    def healthy(self) -> bool:
+        return self.engine.healthy()
+
+    async def __aenter__(self) -> TypedRAG:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- routing ------------------------------------------------------------------
+
+    async def classify(self, questions: Sequence[str]) -> list[TypePrediction | None]:
+        """Classifier predictions (None for all without a classifier), off the event loop."""
+        if self.classifier is None or not questions:
+            return [None] * len(questions)
+        threshold = self.settings.classifier.min_confidence
+        return await asyncio.to_thread(self.classifier.predict, list(questions), threshold)
+
+    @staticmethod
+    def route(prediction: TypePrediction | None, force_type: TypeArg = None) -> Routing:
+        """Forced type wins; an unsure or missing prediction goes to EVIDENCE-BASED (plain RAG)."""
+        if force_type is not None:
+            return Routing(_parse_type(force_type), "forced", prediction)
+        if prediction is None:
+            return Routing(QuestionType.EVIDENCE_BASED, "none")
+        if not prediction.confident:
+            return Routing(QuestionType.EVIDENCE_BASED, "low-confidence-default", prediction)
+        return Routing(prediction.type, "classifier", prediction)
+
+    # --- answering ----------------------------------------------------------------
+
+    async def answer(
+        self,
+        question: str,
+        mode: str | None = None,
+        force_type: TypeArg = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> Result:
+        """Answer one question and return the answer with its full trace.
+
+        ``sampling`` overrides fields of ``settings.sampling`` for this call
+        (e.g. ``{"temperature": 0.2, "max_tokens": 256}``).
+        """
+        ctx, final, start = await self._prepare(
+            question, mode, force_type, top_k, seed, None, sampling
+        )
+        ctx.result.answer = (await ctx.run_final(final)).strip()
+        return self._finish(ctx, start)
+
+    async def answer_stream(
+        self,
+        question: str,
+        mode: str | None = None,
+        force_type: TypeArg = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[str | Result]:
+        """Yield the final answer as text deltas, then the Result (whose answer is their join)."""
+        ctx, final, start = await self._prepare(
+            question, mode, force_type, top_k, seed, None, sampling
+        )
+        parts: list[str] = []
+        async for delta in ctx.stream_final(final):
+            parts.append(delta)
+            yield delta
+        ctx.result.answer = "".join(parts)
+        yield self._finish(ctx, start)
+
+    async def answer_many(
+        self,
+        questions: Sequence[str],
+        mode: str | None = None,
+        force_type: TypeArg | Sequence[TypeArg] = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+        concurrency: int | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> list[Result]:
+        """Answer many questions concurrently (results in input order).
+
+        The classifier runs once over the whole batch; up to ``concurrency``
+        (default ``settings.engine.max_concurrency``) questions are in flight,
+        so a batching engine sees their requests together. ``force_type`` may
+        be one type for all or one per question.
+        """
+        if isinstance(force_type, QuestionType | str) or force_type is None:
+            forced: list[TypeArg] = [force_type] * len(questions)
+        else:
+            forced = list(force_type)
+            if len(forced) != len(questions):
+                raise UserError(
+                    f"force_type has {len(forced)} entries for {len(questions)} questions"
+                )
+        for q in questions:
+            _check_question(q)
+        needs_classifier = [i for i, f in enumerate(forced) if f is None]
+        start = time.perf_counter()
+        preds = await self.classify([questions[i] for i in needs_classifier])
+        per_question = (time.perf_counter() - start) / max(1, len(needs_classifier))
+        predictions: dict[int, TypePrediction | None] = dict(
+            zip(needs_classifier, preds, strict=True)
+        )
+        limit = asyncio.Semaphore(max(1, concurrency or self.settings.engine.max_concurrency))
+
+        async def one(i: int) -> Result:
+            async with limit:
+                pre = (predictions.get(i), per_question if i in predictions else 0.0)
+                ctx, final, t0 = await self._prepare(
+                    questions[i], mode, forced[i], top_k, seed, pre, sampling
+                )
+                ctx.result.answer = (await ctx.run_final(final)).strip()
+                return self._finish(ctx, t0)
+
+        return list(await asyncio.gather(*(one(i) for i in range(len(questions)))))
+
+    # --- internals ----------------------------------------------------------------
+
+    async def _prepare(
+        self,
+        question: str,
+        mode: str | None,
+        force_type: TypeArg,
+        top_k: int | None,
+        seed: int | None,
+        classified: tuple[TypePrediction | None, float] | None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> tuple[Context, Final, float]:
+        start = time.perf_counter()
+        question = _check_question(question)
+        mode = mode or self.settings.mode
+        if mode not in MODES:
+            raise UserError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
+        if top_k is not None and top_k < 1:
+            raise UserError(f"top_k must be at least 1, got {top_k}")
+        if force_type is not None:
+            _parse_type(force_type)  # validate before any work
+
+        result = Result(question=question, mode=mode)
+        result.timings = {stage: 0.0 for stage in ("classify", "plan", "retrieve", "rerank")}
+        result.timings.update(sub_answers=0.0, generate=0.0)
+        if classified is not None:
+            prediction, result.timings["classify"] = classified
+        elif force_type is None:
+            t0 = time.perf_counter()
+            (prediction,) = await self.classify([question])
+            result.timings["classify"] = time.perf_counter() - t0
+        else:
+            prediction = None
+        routing = self.route(prediction, force_type)
+        result.type = routing.type.value
+        result.type_source = routing.source
+        if routing.prediction is not None:
+            result.predicted_type = routing.prediction.type.value
+            result.probabilities = dict(routing.prediction.probabilities)
+
+        ctx = Context(
+            question=question,
+            settings=self.settings,
+            engine=self.engine,
+            result=result,
+            retriever=self.retriever,
+            reranker=self.reranker,
+            top_k=top_k or self.settings.retrieval.top_k,
+            seed=self.settings.sampling.seed if seed is None else seed,
+            sampling=_sampling(self.settings.sampling, sampling),
+        )
+        if mode == "typed-rag" and routing.source == "none":
+            ctx.fallback("classify: no classifier loaded -> EVIDENCE-BASED (plain rag)")
+        if mode != "llm" and self.retriever is None:
+            ctx.fallback(f"{mode}: no retriever configured -> answered without passages")
+        try:
+            final = await pipeline_for(mode, routing.type)(ctx)
+        except UserError:
+            raise
+        except Exception:
+            log.exception(
+                "%s pipeline (%s) failed after %d rounds for question %r",
+                mode,
+                routing.type.value,
+                ctx.rounds,
+                question[:200],
+            )
+            raise
+        return ctx, final, start
+
+    @staticmethod
+    def _finish(ctx: Context, start: float) -> Result:
+        ctx.result.timings["total"] = time.perf_counter() - start
+        return ctx.result
+
+
+def _sampling(
+    base: SamplingSettings, override: Mapping[str, Any] | None
+) -> SamplingSettings | None:
+    """``base`` with the non-None fields of ``override``; None when there is nothing to change."""
+    update = {k: v for k, v in (override or {}).items() if v is not None}
+    if not update:
+        return None
+    unknown = sorted(set(update) - set(SamplingSettings.model_fields))
+    if unknown:
+        raise UserError(f"unknown sampling field(s): {', '.join(unknown)}")
+    try:
+        return SamplingSettings.model_validate({**base.model_dump(), **update})
+    except ValueError as exc:
+        raise UserError(f"invalid sampling override: {exc}") from None
+
+
+def _check_question(question: str) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise UserError("question is empty")
+    return question.strip()
+
+
+def _parse_type(value: QuestionType | str) -> QuestionType:
+    if isinstance(value, QuestionType):
+        return value
+    try:
+        return QuestionType.parse(value)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None

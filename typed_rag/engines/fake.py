@@ -7,18 +7,65 @@ tests can assert how many rounds were made and what went in each.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine, StreamDelta
 
 Responder = Callable[[ChatRequest], str]
 
+# A valid plan per plan schema (by its "title", see typed_rag.plans), so the
+# default fake engine drives every typed pipeline down its decomposed path.
+VALID_PLANS: dict[str, str] = {
+    "comparison_plan": json.dumps(
+        {"is_compare": True, "compare_type": "differences", "keywords_list": ["coffee", "tea"]}
+    ),
+    "keyword_plan": json.dumps({"keywords": ["backpacking", "Europe"]}),
+    "sub_query_plan": json.dumps(
+        {"sub_queries": ["why do leaves change color", "what happens to chlorophyll in autumn"]}
+    ),
+    "debate_plan": json.dumps(
+        {
+            "debate_topic": "nuclear power",
+            "dist_opinion": ["supporters", "opponents"],
+            "sub_queries": {
+                "supporters": "benefits of nuclear power",
+                "opponents": "risks of nuclear power",
+            },
+        }
+    ),
+}
+
 
 def echo_responder(request: ChatRequest) -> str:
-    """Default: valid JSON ``{}`` for schema requests, otherwise a short answer citing [1]."""
+    """Default: a valid plan for a known plan schema (``{}`` for others), else an answer citing [1]."""
     if request.json_schema is not None:
-        return "{}"
+        return VALID_PLANS.get(str(request.json_schema.get("title")), "{}")
     return "A fake answer [1]."
+
+
+def scripted_responder(
+    plans: Mapping[str, str | Sequence[str]] | None = None,
+    answer: str | Callable[[ChatRequest], str] = "A fake answer [1].",
+) -> Responder:
+    """Reply to plan requests by schema title, and to all others with ``answer``.
+
+    A list of plan replies is consumed one per call (the last one repeats), so
+    tests can script "malformed, malformed, valid". Titles not in ``plans``
+    get :data:`VALID_PLANS`.
+    """
+    queues = {k: [v] if isinstance(v, str) else list(v) for k, v in (plans or {}).items()}
+
+    def respond(request: ChatRequest) -> str:
+        if request.json_schema is not None:
+            title = str(request.json_schema.get("title"))
+            queue = queues.get(title)
+            if not queue:
+                return VALID_PLANS.get(title, "{}")
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+        return answer(request) if callable(answer) else answer
+
+    return respond
 
 
 class FakeEngine(Engine):

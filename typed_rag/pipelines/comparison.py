@@ -1,0 +1,60 @@
+"""COMPARISON: keywords per compared item -> top-K each -> union by id -> rerank -> top-K.
+
+The plan also says what kind of comparison is asked (differences, similarities
+or superiority); the final prompt is told both the kind and the items.
+"""
+
+from __future__ import annotations
+
+from typed_rag.pipelines.base import Context, Final
+from typed_rag.pipelines.plain import prepare_rag
+from typed_rag.plans import COMPARISON_SCHEMA, parse_comparison
+from typed_rag.prompts import comparison_messages, comparison_plan_messages
+from typed_rag.retrieval import Passage
+
+
+def union_by_id(
+    hit_lists: list[list[Passage]], queries: list[str]
+) -> tuple[list[Passage], list[str]]:
+    """Merge ranked lists round-robin (rank 1 of each list first), one entry per passage id.
+
+    Round-robin keeps every keyword represented when no reranker reorders the
+    pool; BM25 scores of different queries are not comparable.
+    """
+    pool: list[Passage] = []
+    sources: list[str] = []
+    seen: set[str] = set()
+    depth = max((len(h) for h in hit_lists), default=0)
+    for rank in range(depth):
+        for hits, query in zip(hit_lists, queries, strict=True):
+            if rank < len(hits) and hits[rank].id not in seen:
+                seen.add(hits[rank].id)
+                pool.append(hits[rank])
+                sources.append(query)
+    return pool, sources
+
+
+async def prepare(ctx: Context) -> Final:
+    plan = await ctx.plan(
+        "plan", comparison_plan_messages(ctx.question), COMPARISON_SCHEMA, parse_comparison
+    )
+    if plan is None:
+        attempts = 1 + ctx.settings.sampling.plan_retries
+        ctx.fallback(f"comparison: plan unparseable after {attempts} attempts -> rag")
+        return await prepare_rag(ctx)
+    ctx.result.plan.update(plan.to_trace())
+    if not plan.is_compare:
+        ctx.fallback("comparison: the plan says the question is not a comparison -> rag")
+        return await prepare_rag(ctx)
+
+    hit_lists = await ctx.retrieve(plan.keywords, ctx.top_k)
+    pool, sources = union_by_id(hit_lists, plan.keywords)
+    if not pool:
+        ctx.fallback(
+            "retrieval: no passages for the comparison keywords -> answered without passages"
+        )
+    source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
+    ranked = await ctx.rerank(ctx.question, pool, ctx.top_k)
+    cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
+    messages = comparison_messages(ctx.question, plan.compare_type, plan.keywords, cited)
+    return Final("answer", messages)
