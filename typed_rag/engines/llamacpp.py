@@ -1,0 +1,327 @@
+"""llama.cpp backend (llama-cpp-python): the embedded CPU default.
+
+A ``Llama`` object is not thread-safe, so one worker thread owns it and runs
+requests one after another from a queue; callers await futures on their own
+event loop. Cancelling the awaiting task drops a request that has not started
+and stops one that is running at its next token (a stopping criterion checks
+a flag).
+
+Prompts are built with the chat template stored in the GGUF (the same Jinja
+formatter ``create_chat_completion`` uses), JSON-schema requests are decoded
+under a grammar compiled from the schema, and every request's seed is applied.
+The KV cache is cleared before each request unless ``prefix_cache`` is on:
+llama.cpp computes reused prefix tokens in different batch shapes, which
+changes the numbers slightly, so with the cache a seeded request can sample a
+different text depending on what ran before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future as ThreadFuture
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from typed_rag.engines.base import ChatRequest, ChatResult, Engine, EngineError, StreamDelta
+
+log = logging.getLogger(__name__)
+
+DeltaSink = Callable[[str], None]
+
+
+@dataclass
+class _Job:
+    """One request on its way through the worker thread."""
+
+    request: ChatRequest
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[ChatResult]
+    on_delta: DeltaSink | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class _Guard:
+    """Stopping criterion: ends a request once cancelled or at its token limit.
+
+    llama-cpp-python calls it after sampling each token with the ids evaluated
+    so far, so ``len(ids) - prompt_len + 1`` is the number of the token just sampled.
+    """
+
+    def __init__(self, cancelled: threading.Event, prompt_len: int, limit: int) -> None:
+        self.cancelled = cancelled
+        self.prompt_len = prompt_len
+        self.limit = limit
+        self.hit_limit = False
+
+    def __call__(self, ids: Any, _logits: Any) -> bool:
+        if self.cancelled.is_set():
+            return True
+        if len(ids) - self.prompt_len + 1 > self.limit:
+            self.hit_limit = True
+            return True
+        return False
+
+
+def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn`` on the caller's loop; a loop that has gone away simply gets nothing."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # loop closed: its caller is gone
+        pass
+
+
+def _resolve(
+    future: asyncio.Future[ChatResult], result: ChatResult | None, exc: BaseException | None
+) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+def default_threads() -> int:
+    """Physical cores, as llama.cpp assumes (logical CPUs halved when there are several).
+
+    More threads than free cores makes llama.cpp much slower, not faster: its
+    threads spin at barriers while others are descheduled.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    return max(1, cpus // 2) if cpus > 2 else cpus
+
+
+@lru_cache(maxsize=64)
+def _grammar(schema_json: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(schema_json, verbose=False)
+
+
+class LlamaCppEngine(Engine):
+    """A GGUF model run in-process by llama.cpp, one request at a time."""
+
+    name = "llamacpp"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        prefix_cache: bool = False,
+        model_name: str | None = None,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.model = model_name or self.model_path.stem
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.n_batch = n_batch
+        self.prefix_cache = prefix_cache
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ready: ThreadFuture[None] | None = None
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._fatal: BaseException | None = None
+        self._start_lock = threading.Lock()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        with self._start_lock:
+            if self._ready is None:
+                self._ready = ThreadFuture()
+                self._thread = threading.Thread(
+                    target=self._worker, name=f"llamacpp-{self.model}", daemon=True
+                )
+                self._thread.start()
+        await asyncio.wrap_future(self._ready)
+
+    async def close(self) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, thread.join)
+        self._thread = None
+        self._ready = None
+
+    def healthy(self) -> bool:
+        return self._fatal is None and (self._thread is None or self._thread.is_alive())
+
+    # -------------------------------------------------------------- requests
+
+    async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
+        for job in jobs:
+            self._queue.put(job)
+        try:
+            return list(await asyncio.gather(*(job.future for job in jobs)))
+        except BaseException:
+            for job in jobs:
+                job.cancelled.set()
+            raise
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        job = _Job(
+            request=request,
+            loop=loop,
+            future=loop.create_future(),
+            on_delta=lambda text: _post(loop, pieces.put_nowait, text),
+        )
+        # Resolved after every piece was queued (call_soon_threadsafe keeps order).
+        job.future.add_done_callback(lambda _f: pieces.put_nowait(None))
+        self._queue.put(job)
+        try:
+            while (piece := await pieces.get()) is not None:
+                yield StreamDelta(text=piece)
+            yield StreamDelta(text="", result=job.future.result())
+        finally:
+            job.cancelled.set()
+
+    # ---------------------------------------------------------------- worker
+
+    def _worker(self) -> None:
+        assert self._ready is not None
+        try:
+            self._load()
+        except BaseException as exc:  # noqa: BLE001 - reported to every awaiting caller
+            self._fatal = exc
+            self._ready.set_exception(EngineError(f"could not load {self.model_path}: {exc}"))
+            return
+        self._ready.set_result(None)
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            if job.cancelled.is_set() or job.future.done():
+                continue  # cancelled before it started: dropped
+            try:
+                result = self._run(job)
+                _post(job.loop, _resolve, job.future, result, None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                log.exception("llama.cpp request failed")
+                _post(job.loop, _resolve, job.future, None, exc)
+        self._llm.close()
+        self._llm = None
+
+    def _load(self) -> None:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        start = time.perf_counter()
+        llm = Llama(
+            model_path=str(self.model_path),
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,
+            n_batch=self.n_batch,
+            verbose=False,
+        )
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            llm.close()
+            raise EngineError(
+                f"{self.model_path} has no chat template in its metadata; use an instruct model"
+            )
+        eos_id, bos_id = llm.token_eos(), llm.token_bos()
+        vocab = llm._model  # the text of special tokens is only exposed here
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(eos_id) if eos_id != -1 else "",
+            bos_token=vocab.token_get_text(bos_id) if bos_id != -1 else "",
+            stop_token_ids=[eos_id],
+        )
+        self._llm = llm
+        log.info("llama.cpp loaded %s in %.1f s", self.model_path.name, time.perf_counter() - start)
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> tuple[list[int], list[str], Any]:
+        """Token ids of the templated prompt, the template's stop strings and criteria."""
+        formatted = self._formatter(messages=messages)
+        ids = self._llm.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        stop = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]
+        return ids, [s for s in stop if s], formatted.stopping_criteria
+
+    def _run(self, job: _Job) -> ChatResult:
+        from llama_cpp import StoppingCriteriaList
+
+        llm, req = self._llm, job.request
+        start = time.perf_counter()
+        ids, template_stop, template_criteria = self.prompt_tokens(req.messages)
+        room = self.n_ctx - len(ids)
+        if room < 1:
+            raise EngineError(
+                f"prompt is {len(ids)} tokens, longer than the context window "
+                f"(engine.n_ctx={self.n_ctx})"
+            )
+        limit = min(req.max_tokens, room)
+        guard = _Guard(job.cancelled, prompt_len=len(ids), limit=limit)
+        criteria = StoppingCriteriaList([guard])
+        if template_criteria is not None:
+            criteria.extend(template_criteria)
+        if not self.prefix_cache:
+            llm.reset()
+        kwargs: dict[str, Any] = {
+            "prompt": ids,
+            # The guard enforces the limit: llama-cpp-python lets a few extra
+            # tokens through while it completes a multi-byte character.
+            "max_tokens": min(limit + 16, room),
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+            "stop": template_stop + list(req.stop or []),
+            "seed": req.seed,
+            "stopping_criteria": criteria,
+            "repeat_penalty": 1.0,
+        }
+        if req.json_schema is not None:
+            kwargs["grammar"] = _grammar(json.dumps(req.json_schema, sort_keys=True))
+        if job.on_delta is None:
+            out = llm.create_completion(**kwargs)
+            choice, usage = out["choices"][0], out["usage"]
+            text, finish = choice["text"], choice["finish_reason"] or "stop"
+            completion_tokens = usage["completion_tokens"]
+        else:
+            pieces: list[str] = []
+            finish = "stop"
+            for chunk in llm.create_completion(stream=True, **kwargs):
+                choice = chunk["choices"][0]
+                if choice["text"]:
+                    pieces.append(choice["text"])
+                    job.on_delta(choice["text"])
+                finish = choice["finish_reason"] or finish
+                if job.cancelled.is_set():
+                    break
+            text = "".join(pieces)
+            # Positions evaluated after the prompt (exact for an end-of-sequence
+            # stop; a stop string ends before its last token is evaluated).
+            completion_tokens = llm.n_tokens - len(ids)
+        if guard.hit_limit:
+            finish, completion_tokens = "length", limit
+        if job.cancelled.is_set():
+            finish = "cancelled"
+        return ChatResult(
+            text=text,
+            prompt_tokens=len(ids),
+            completion_tokens=max(completion_tokens, 0),
+            latency_s=time.perf_counter() - start,
+            finish_reason=finish,
+        )
