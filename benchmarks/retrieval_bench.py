@@ -1,0 +1,508 @@
+"""Retrieval benchmark: our BM25 index vs plain bm25s defaults vs rank-bm25.
+
+Measures, per corpus and system: index build speed (passages/s) and peak RSS, load time
+and RSS after the (memory-mapped) load, single-query latency p50/p99 and batched
+queries/s. Corpora: the default corpus (settings.corpus.path), a 1M-passage corpus
+synthesised from it (passages re-mixed from the words of two real passages, new ids,
+written under <home>/bench/), and a 50k-passage prefix on which rank-bm25 can finish.
+Queries are the Wiki-NFQA question texts. Every build and every query run happens in a
+fresh subprocess, so RSS numbers are that process's own.
+
+    .venv/bin/python benchmarks/retrieval_bench.py --out results.json
+    .venv/bin/python benchmarks/retrieval_bench.py --quick          # small, ~2 minutes
+
+Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM; ru_maxrss would include the parent's at fork)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the stemming workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _latencies(fn: Any, queries: list[str]) -> dict[str, float]:
+    import numpy as np
+
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        fn([q])
+        times.append(time.perf_counter() - t)
+    arr = np.array(times) * 1000
+    return {
+        "p50_ms": float(np.percentile(arr, 50)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        "single_n": len(queries),
+    }
+
+
+def _batched(fn: Any, queries: list[str], min_seconds: float = 2.0) -> dict[str, float]:
+    done, t0 = 0, time.perf_counter()
+    while True:
+        fn(queries)
+        done += len(queries)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds:
+            return {"batch_qps": done / elapsed, "batch_size": len(queries)}
+
+
+def _dir_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 2**20
+
+
+# ---------------------------------------------------------------- workers (subprocesses)
+
+
+def work_build(task: dict[str, Any]) -> dict[str, Any]:
+    from indexes.build import build_index
+    from typed_rag.config import load_settings
+
+    settings = load_settings(None, home=task["home"])
+    cpu0 = _cpu_s()
+    report = build_index(
+        settings,
+        corpus=task["corpus"],
+        out=task["out"],
+        limit=task.get("limit"),
+        show_progress=False,
+    )
+    cpu = _cpu_s() - cpu0
+    return {
+        "passages": report.passages,
+        "build_s": report.seconds,
+        "build_pps": report.passages_per_s,
+        "build_cpu_s": cpu,
+        "build_pps_per_cpu_s": report.passages / cpu,
+        "build_peak_rss_mb": _peak_rss_mb(),
+        "corpus_text_mb": (Path(task["out"]) / "passages.bin").stat().st_size / 2**20,
+        "index_mb": _dir_mb(Path(task["out"])),
+        "vocab": report.vocab,
+        "postings": report.postings,
+    }
+
+
+def work_query(task: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    import numba  # noqa: F401  (imported up front so the load figures are the index's)
+
+    from indexes.bm25 import BM25Index
+
+    import_s = time.perf_counter() - t0
+    rss0 = _rss_mb()
+    t0 = time.perf_counter()
+    index = BM25Index(task["out"], backend=task["backend"], n_threads=1)
+    load_s = time.perf_counter() - t0
+    rss_load = _rss_mb()
+    t1 = time.perf_counter()
+    index.warmup()
+    warmup_s = time.perf_counter() - t1
+    queries = task["queries"]
+    k = task["k"]
+    out: dict[str, Any] = {
+        "import_s": import_s,
+        "load_s": load_s,
+        "rss_before_load_mb": rss0,
+        "rss_after_load_mb": rss_load,
+        "rss_load_delta_mb": rss_load - rss0,
+        "first_query_s": warmup_s,
+    }
+    out.update(_latencies(lambda q: index.search(q, k), queries[: task["single_n"]]))
+    index.n_threads = os.cpu_count() or 1
+    out.update(_batched(lambda q: index.search(q, k), queries, task["min_seconds"]))
+    out["batch_threads"] = index.n_threads
+    out["rss_after_queries_mb"] = _rss_mb()
+    return out
+
+
+def work_plain_bm25s(task: dict[str, Any]) -> dict[str, Any]:
+    """bm25s as its README uses it: bm25s.tokenize defaults (no stemmer, no stop words),
+    BM25() defaults (k1=1.5, b=0.75, lucene, numpy backend), all in memory."""
+    import bm25s
+
+    from indexes.corpus import read_corpus
+
+    t0 = time.perf_counter()
+    texts = [f"{r.title}\n{r.text}" for r in read_corpus(task["corpus"], limit=task.get("limit"))]
+    tokens = bm25s.tokenize(texts, show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(tokens, show_progress=False)
+    del tokens
+    build_s = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "passages": len(texts),
+        "build_s": build_s,
+        "build_pps": len(texts) / build_s,
+        "build_peak_rss_mb": _peak_rss_mb(),
+        "rss_after_load_mb": _rss_mb(),
+    }
+    k = task["k"]
+
+    def search(qs: list[str]) -> Any:
+        return retriever.retrieve(bm25s.tokenize(qs, show_progress=False), k=k, show_progress=False)
+
+    out.update(_latencies(search, task["queries"][: task["single_n"]]))
+    out.update(_batched(search, task["queries"], task["min_seconds"]))
+    return out
+
+
+def work_rank_bm25(task: dict[str, Any]) -> dict[str, Any]:
+    """rank_bm25.BM25Okapi on the same analysed tokens as our index."""
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    from indexes.analyzer import Analyzer
+    from indexes.corpus import read_corpus
+
+    analyzer = Analyzer()
+    t0 = time.perf_counter()
+    texts = [f"{r.title}\n{r.text}" for r in read_corpus(task["corpus"], limit=task["limit"])]
+    model = BM25Okapi(analyzer.terms(texts), k1=0.9, b=0.4)
+    build_s = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "passages": len(texts),
+        "build_s": build_s,
+        "build_pps": len(texts) / build_s,
+        "build_peak_rss_mb": _peak_rss_mb(),
+        "rss_after_load_mb": _rss_mb(),
+    }
+    k = task["k"]
+
+    def search(qs: list[str]) -> list[Any]:
+        return [np.argsort(-model.get_scores(t))[:k] for t in analyzer.terms(qs)]
+
+    queries = task["queries"][: task["rank_queries"]]
+    out.update(_latencies(search, queries))
+    t = time.perf_counter()
+    search(queries)
+    out["batch_qps"] = len(queries) / (time.perf_counter() - t)
+    out["batch_size"] = len(queries)
+    return out
+
+
+def work_synth(task: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    path = synthesise(task["source"], Path(task["dest"]), task["n"])
+    return {"path": str(path), "seconds": time.perf_counter() - t0}
+
+
+WORKERS = {
+    "synth": work_synth,
+    "build": work_build,
+    "query": work_query,
+    "plain_bm25s": work_plain_bm25s,
+    "rank_bm25": work_rank_bm25,
+}
+
+
+def run_worker(task: dict[str, Any], timeout_s: float = 3600) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter; its last stdout line is JSON."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(task)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=REPO,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {task['kind']} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- corpora and queries
+
+
+def load_queries(data_dir: Path) -> list[str]:
+    queries = []
+    for path in sorted(glob.glob(str(data_dir / "*" / "annotated_odqa_nf_test.jsonl"))):
+        with open(path, encoding="utf-8") as f:
+            queries += [json.loads(line)["question_text"] for line in f if line.strip()]
+    if not queries:
+        raise SystemExit(f"no Wiki-NFQA questions under {data_dir}")
+    return queries
+
+
+def synthesise(source: str, dest: Path, n: int, seed: int = 13) -> Path:
+    """An n-passage DPR TSV: each passage mixes the words of two real passages (first
+    half of one, second half of another, shuffled), so term statistics stay realistic
+    while every passage is new; ids are ``syn<copy>-<n>``. Reused if present."""
+    import csv
+
+    from indexes.corpus import read_corpus
+
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    rows = [(r.title, r.text) for r in read_corpus(source)]
+    tmp = dest.with_suffix(".tmp")
+    written = 0
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(["id", "text", "title"])
+        copy = 0
+        while written < n:
+            order = list(range(len(rows)))
+            rng.shuffle(order)
+            for i, j in zip(order, order[1:] + order[:1], strict=True):
+                title, text_a = rows[i]
+                words_a, words_b = text_a.split(), rows[j][1].split()
+                words = words_a[: len(words_a) // 2] + words_b[len(words_b) // 2 :]
+                rng.shuffle(words)
+                writer.writerow([f"syn{copy}-{written}", " ".join(words), title])
+                written += 1
+                if written >= n:
+                    break
+            copy += 1
+    tmp.replace(dest)
+    return dest
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small corpora, few queries")
+    parser.add_argument("--out", default="retrieval_bench.json", help="JSON results file")
+    parser.add_argument("--config", help="typed-rag TOML settings (for home and corpus)")
+    parser.add_argument("--synthetic-size", type=int, default=None)
+    parser.add_argument("--subset-size", type=int, default=None, help="rank-bm25 corpus size")
+    parser.add_argument("--skip-numpy", action="store_true", help="skip the numpy-backend run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        task = json.loads(args.worker)
+        print(json.dumps(WORKERS[task["kind"]](task)))
+        return 0
+
+    from typed_rag.config import load_settings
+
+    settings = load_settings(args.config)
+    quick = args.quick
+    bench = settings.home / ("bench-quick" if quick else "bench")
+    bench.mkdir(parents=True, exist_ok=True)
+    queries = load_queries(settings.eval.data_dir)
+    default_limit = 20_000 if quick else None
+    synth_n = args.synthetic_size or (50_000 if quick else 1_000_000)
+    subset_n = args.subset_size or (5_000 if quick else 50_000)
+    common = {
+        "queries": queries,
+        "k": settings.retrieval.top_k,
+        "single_n": 100 if quick else 300,
+        "min_seconds": 1.0 if quick else 3.0,
+    }
+    print(f"{len(queries)} Wiki-NFQA queries; results -> {args.out}", flush=True)
+
+    t = time.perf_counter()
+    synth = run_worker(
+        {
+            "kind": "synth",
+            "source": settings.corpus.path,
+            "dest": str(bench / f"synthetic-{synth_n}.tsv"),
+            "n": synth_n,
+        }
+    )["path"]
+    print(f"synthetic corpus {synth} ready ({time.perf_counter() - t:.0f} s)", flush=True)
+
+    corpora = [
+        ("default", settings.corpus.path, default_limit),
+        (f"synthetic-{synth_n // 1000}k", str(synth), None),
+        (f"subset-{subset_n // 1000}k", settings.corpus.path, subset_n),
+    ]
+    results: list[dict[str, Any]] = []
+
+    def record(corpus: str, system: str, row: dict[str, Any]) -> None:
+        row = {"corpus": corpus, "system": system, **row}
+        results.append(row)
+        print(_format_row(row), flush=True)
+
+    print(_HEADER, flush=True)
+    for name, corpus, limit in corpora:
+        out = bench / f"index-{name}"
+        build = run_worker(
+            {
+                "kind": "build",
+                "home": str(settings.home),
+                "corpus": corpus,
+                "out": str(out),
+                "limit": limit,
+            }
+        )
+        query = run_worker({"kind": "query", "out": str(out), "backend": "numba", **common})
+        record(name, "ours (bm25s+numba, mmap)", {**build, **query})
+        if name == "default" and not args.skip_numpy:
+            numpy_q = run_worker(
+                {
+                    "kind": "query",
+                    "out": str(out),
+                    "backend": "numpy",
+                    **common,
+                    "single_n": 50,
+                    "min_seconds": 0.0,
+                    "queries": queries[:100],
+                }
+            )
+            record(name, "ours (bm25s numpy backend)", {**build, **numpy_q})
+        if not name.startswith("synthetic"):
+            plain = run_worker({"kind": "plain_bm25s", "corpus": corpus, "limit": limit, **common})
+            record(name, "plain bm25s defaults (in RAM)", plain)
+        if name.startswith("subset"):
+            rank = run_worker(
+                {
+                    "kind": "rank_bm25",
+                    "corpus": corpus,
+                    "limit": limit,
+                    **common,
+                    "rank_queries": 20 if quick else 50,
+                }
+            )
+            record(name, "rank-bm25 BM25Okapi", rank)
+
+    checks = _targets(results, synth_n)
+    for line in checks:
+        print(line)
+    payload = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "quick": quick,
+        "queries": len(queries),
+        "k": common["k"],
+        "results": results,
+        "targets": checks,
+    }
+    Path(args.out).write_text(json.dumps(payload, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+_COLS = [
+    ("corpus", "corpus", 15, "s"),
+    ("system", "system", 30, "s"),
+    ("passages", "passages", 9, ",d"),
+    ("build_pps", "build psg/s", 11, ",.0f"),
+    ("build_pps_per_cpu_s", "psg/CPU-s", 9, ",.0f"),
+    ("build_peak_rss_mb", "build RSS MB", 12, ",.0f"),
+    ("load_s", "load s", 7, ".2f"),
+    ("rss_after_load_mb", "RSS load MB", 11, ",.0f"),
+    ("rss_load_delta_mb", "idx RSS MB", 10, ",.0f"),
+    ("p50_ms", "p50 ms", 8, ".2f"),
+    ("p99_ms", "p99 ms", 8, ".2f"),
+    ("batch_qps", "batch q/s", 10, ",.1f"),
+    ("index_mb", "disk MB", 8, ",.0f"),
+]
+_HEADER = " ".join(f"{title:>{w}}" if fmt != "s" else f"{title:<{w}}" for _, title, w, fmt in _COLS)
+
+
+def _format_row(row: dict[str, Any]) -> str:
+    cells = []
+    for key, _, width, fmt in _COLS:
+        value = row.get(key)
+        if value is None:
+            cells.append(f"{'-':>{width}}")
+        elif fmt == "s":
+            cells.append(f"{str(value)[:width]:<{width}}")
+        else:
+            cells.append(f"{value:>{width}{fmt}}")
+    return " ".join(cells)
+
+
+def _targets(results: list[dict[str, Any]], synth_n: int) -> list[str]:
+    def find(corpus_prefix: str, system_prefix: str) -> dict[str, Any] | None:
+        for r in results:
+            if r["corpus"].startswith(corpus_prefix) and r["system"].startswith(system_prefix):
+                return r
+        return None
+
+    lines = []
+    ours_sub, rank = find("subset", "ours"), find("subset", "rank-bm25")
+    if ours_sub and rank:
+        ratio = ours_sub["batch_qps"] / rank["batch_qps"]
+        lines.append(
+            _check(
+                f"batched q/s vs rank-bm25 (same corpus): {ratio:,.0f}x", ratio >= 100, ">= 100x"
+            )
+        )
+    synth = find("synthetic", "ours")
+    if synth:
+        label = f"{synth_n:,} passages"
+        lines.append(
+            _check(
+                f"{label}: single-query p50 {synth['p50_ms']:.1f} ms",
+                synth["p50_ms"] < 30,
+                "< 30 ms",
+            )
+        )
+        lines.append(
+            _check(
+                f"{label}: batched {synth['batch_qps']:,.0f} q/s",
+                synth["batch_qps"] >= 100,
+                ">= 100 q/s",
+            )
+        )
+        lines.append(
+            _check(
+                f"{label}: build {synth['build_pps']:,.0f} passages/s",
+                synth["build_pps"] >= 5000,
+                ">= 5,000/s",
+            )
+        )
+    for r in results:
+        if r["system"].startswith("ours (bm25s+numba") and "rss_after_load_mb" in r:
+            corpus_mb = r["corpus_text_mb"]
+            lines.append(
+                _check(
+                    f"{r['corpus']}: RSS after mmap load {r['rss_after_load_mb']:,.0f} MB, of "
+                    f"which the index {r['rss_load_delta_mb']:,.0f} MB (the rest is Python, "
+                    f"numpy, numba); corpus text {corpus_mb:,.0f} MB, index on disk "
+                    f"{r['index_mb']:,.0f} MB",
+                    r["rss_load_delta_mb"] < 0.25 * corpus_mb,
+                    "index RSS < 25% of the corpus text",
+                )
+            )
+    return lines
+
+
+def _check(text: str, ok: bool, target: str) -> str:
+    return f"[{'PASS' if ok else 'FAIL'}] {text} (target {target})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,481 @@
+"""Build a BM25 index folder from a DPR corpus in two streamed passes.
+
+Pass 1 reads the corpus in chunks: each passage goes to the passage store, its title and
+text are analysed to term ids (bm25s's analysis, see :mod:`indexes.analyzer`; vocabulary
+grown incrementally), and the chunk's (term, term frequency) postings are appended to
+temporary files on disk. Stemming runs in ``workers`` forked processes while this
+process reads, assigns term ids in corpus order and writes postings, so the result is
+byte-identical to an in-process build (``workers=0``). Only the vocabulary and two
+int32 per-passage arrays stay in memory.
+
+Pass 2 computes document frequencies, the IDF with bm25s's own scorer for the chosen
+method, and writes the CSC score matrix (term-major, as bm25s stores it) straight into
+memory-mapped ``.npy`` files by a chunked counting sort. The folder is then loadable by
+``bm25s.BM25.load(..., mmap=True)``; the build happens in a sibling temp folder that
+replaces the old index only when complete.
+
+Scale (documented limits): memory is the vocabulary (~0.35M terms for the 370k default
+corpus; expect several million for the 21M DPR passages, ~1-2 GB as a Python dict) plus
+~8 bytes per passage; disk is ~6 bytes per posting while building and ~8 bytes per
+posting in the index (DPR 21M: ~1.2B postings, ~10 GB index plus the ~13 GB passage
+store). Pass 2 writes postings in scattered order, so it runs at disk speed unless the
+index fits in the page cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import multiprocessing
+import multiprocessing.pool
+import os
+import shutil
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from multiprocessing.pool import AsyncResult
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+from bm25s.utils import json_functions
+from tqdm._monitor import TMonitor
+from tqdm.auto import tqdm
+
+import indexes.manifest as mf
+from indexes.analyzer import DEFAULT_ANALYZER, Analyzer
+from indexes.corpus import CorpusReader, OnError, is_url
+from indexes.download import download
+from indexes.store import PassageStoreWriter
+from indexes.vocab import write_hashed_vocab
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+
+log = logging.getLogger(__name__)
+
+_TID_FILE = "_postings.tid"  # int32 term id per posting (temporary)
+_TF_FILE = "_postings.tf"  # uint16 term frequency per posting (temporary)
+_MAX_TF = np.iinfo(np.uint16).max  # tf above this is clipped (its BM25 weight is saturated)
+_NONOCCURRENCE = ("bm25l", "bm25+")
+
+
+@dataclass
+class BuildReport:
+    """What ``build_index`` did; ``skipped`` when an up-to-date index was kept."""
+
+    out: Path
+    skipped: bool = False
+    reason: str = ""
+    passages: int = 0
+    vocab: int = 0
+    postings: int = 0
+    skipped_rows: int = 0
+    first_error: str | None = None
+    seconds: float = 0.0
+    passages_per_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["out"] = str(self.out)
+        return d
+
+
+def resolve_corpus(
+    source: str | Path, settings: Settings, show_progress: bool = True
+) -> tuple[Path, str]:
+    """Local path of the corpus and its source string; a URL is downloaded (resumably)
+    to ``<home>/corpora/<file name>`` first and reused on later runs."""
+    if is_url(source):
+        url = str(source)
+        name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "corpus.tsv"
+        dest = settings.home / "corpora" / name
+        result = download(url, dest, show_progress=show_progress)
+        return result.path, url
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise UserError(f"corpus file not found: {path}")
+    return path, str(path.resolve())
+
+
+def build_index(
+    settings: Settings,
+    corpus: str | Path | None = None,
+    out: str | Path | None = None,
+    *,
+    on_error: OnError | None = None,
+    limit: int | None = None,
+    k1: float | None = None,
+    b: float | None = None,
+    method: str | None = None,
+    if_missing: bool = False,
+    show_progress: bool = True,
+    chunk_docs: int = 20_000,
+    workers: int | None = None,
+) -> BuildReport:
+    """Build (or, with ``if_missing``, keep an up-to-date) BM25 index; see the module doc."""
+    r = settings.retrieval
+    params = {
+        "k1": float(r.k1 if k1 is None else k1),
+        "b": float(r.b if b is None else b),
+        "method": method or r.method,
+        "delta": 0.5,
+    }
+    _check_params(params)
+    out = Path(out).expanduser() if out is not None else settings.index_dir
+    corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
+    fingerprint = mf.corpus_fingerprint(corpus_path, source)
+    analyzer = dict(DEFAULT_ANALYZER)
+    if if_missing:
+        reason = mf.stale_reason(
+            out, corpus=fingerprint, params=params, analyzer=analyzer, limit=limit
+        )
+        if reason is None:
+            return BuildReport(out=out, skipped=True, reason="index is up to date")
+        log.info("building index: %s", reason)
+    _check_out_folder(out)
+
+    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        report = _build_into(
+            tmp,
+            corpus_path,
+            on_error=on_error or settings.corpus.on_error,
+            limit=limit,
+            params=params,
+            analyzer=analyzer,
+            show_progress=show_progress,
+            chunk_docs=chunk_docs,
+            workers=default_workers() if workers is None else workers,
+        )
+        report.out = out
+        manifest = {
+            "format_version": mf.FORMAT_VERSION,
+            "corpus": fingerprint,
+            "params": params,
+            "analyzer": analyzer,
+            "limit": limit,
+            "counts": {
+                "passages": report.passages,
+                "vocab": report.vocab,
+                "postings": report.postings,
+                "skipped_rows": report.skipped_rows,
+            },
+            "first_error": report.first_error,
+            "build": {
+                "seconds": round(report.seconds, 3),
+                "passages_per_s": round(report.passages_per_s, 1),
+                "timings": report.timings,
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "bm25s_version": bm25s.__version__,
+            },
+        }
+        mf.write_manifest(tmp, manifest)
+        _replace_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _build_into(
+    folder: Path,
+    corpus_path: Path,
+    *,
+    on_error: OnError,
+    limit: int | None,
+    params: dict[str, Any],
+    analyzer: dict[str, Any],
+    show_progress: bool,
+    chunk_docs: int,
+    workers: int,
+) -> BuildReport:
+    t0 = time.perf_counter()
+    reader = CorpusReader(corpus_path, on_error, limit=limit)
+    analyze = Analyzer(analyzer, grow=True)
+    doc_len = array("i")  # tokens per passage (after stop words)
+    doc_terms = array("i")  # distinct terms per passage = postings per passage
+    pool = _start_pool(workers, analyzer) if workers > 0 else None
+    pending: deque[AsyncResult[list[str]]] = deque()
+
+    with (
+        PassageStoreWriter(folder) as store,
+        (folder / _TID_FILE).open("wb") as tid_out,
+        (folder / _TF_FILE).open("wb") as tf_out,
+        tqdm(
+            total=limit,
+            unit="psg",
+            unit_scale=True,
+            desc="index: read+tokenise",
+            disable=not show_progress,
+        ) as bar,
+    ):
+
+        def add_postings(ids: list[list[int]]) -> None:
+            lens, nterms, tids, tfs = _chunk_postings(ids)
+            tid_out.write(tids.tobytes())
+            tf_out.write(tfs.tobytes())
+            doc_len.extend(lens.tolist())
+            doc_terms.extend(nterms.tolist())
+            bar.update(len(ids))
+
+        try:
+            for batch in _batches(reader, store, chunk_docs):
+                if pool is None:
+                    add_postings(analyze.ids(batch))
+                    continue
+                # Worker processes stem; this process keeps reading, assigns term ids
+                # in corpus order (so the vocabulary equals a sequential build's) and
+                # writes postings. At most 2 chunks per worker are in flight.
+                pending.append(pool.apply_async(_stems_in_worker, (batch,)))
+                while len(pending) > 2 * workers:
+                    add_postings(analyze.ids_from_stems(pending.popleft().get()))
+            while pending:
+                add_postings(analyze.ids_from_stems(pending.popleft().get()))
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+
+    stats = reader.stats  # the reader has logged its summary of skipped rows
+    t1 = time.perf_counter()
+    vocab = analyze.vocab
+    n_docs = len(doc_len)
+    if n_docs == 0:
+        raise UserError(f"no passages to index in {corpus_path} ({stats.summary()})")
+    vocab[""] = len(vocab)  # column without postings: the query with no known term
+    n_terms = _write_csc(
+        folder,
+        np.frombuffer(doc_len, dtype=np.int32),
+        np.frombuffer(doc_terms, dtype=np.int32),
+        n_cols=len(vocab),
+        params=params,
+        show_progress=show_progress,
+    )
+    with (folder / "vocab.index.json").open("w", encoding="utf-8") as f:
+        f.write(json_functions.dumps(vocab, ensure_ascii=False))
+    if not write_hashed_vocab(folder, vocab):
+        log.warning("two terms share a 64-bit hash; the index will load its JSON vocabulary")
+    bm25_params = {
+        "k1": params["k1"],
+        "b": params["b"],
+        "delta": params["delta"],
+        "method": params["method"],
+        "idf_method": params["method"],
+        "dtype": "float32",
+        "int_dtype": "int32",
+        "num_docs": n_docs,
+        "version": bm25s.__version__,
+        "backend": "numpy",
+    }
+    (folder / "params.index.json").write_text(json.dumps(bm25_params, indent=2))
+    for name in (_TID_FILE, _TF_FILE):
+        (folder / name).unlink()
+    t2 = time.perf_counter()
+    seconds = t2 - t0
+    return BuildReport(
+        out=folder,
+        passages=n_docs,
+        vocab=len(vocab),
+        postings=n_terms,
+        skipped_rows=stats.skipped,
+        first_error=stats.first_error,
+        seconds=seconds,
+        passages_per_s=n_docs / seconds if seconds > 0 else 0.0,
+        timings={"read_tokenise_s": round(t1 - t0, 3), "score_matrix_s": round(t2 - t1, 3)},
+    )
+
+
+def _batches(reader: CorpusReader, store: PassageStoreWriter, size: int) -> Iterator[list[str]]:
+    """Store each good row and yield the texts to index (title and text) in chunks."""
+    batch: list[str] = []
+    for row in reader:
+        store.add(row.id, row.title, row.text)
+        batch.append(f"{row.title}\n{row.text}" if row.title else row.text)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+_worker_analyzer: Analyzer | None = None
+
+
+def _init_worker(config: dict[str, Any]) -> None:
+    global _worker_analyzer
+    _worker_analyzer = Analyzer(config)
+
+
+def _stems_in_worker(texts: list[str]) -> list[str]:
+    assert _worker_analyzer is not None
+    return _worker_analyzer.stems(texts)
+
+
+def _start_pool(workers: int, config: dict[str, Any]) -> multiprocessing.pool.Pool | None:
+    """A fork-started pool, or None (build in-process) where fork is unsafe or missing.
+
+    fork, not spawn: spawn re-imports the caller's main module, which breaks any script
+    without an ``if __name__ == "__main__"`` guard. Forking is safe only while this
+    process runs a single thread, so the pool is started before any progress bar.
+    (A server that builds while serving gets an in-process build.)
+    """
+    # tqdm's monitor thread is harmless here: workers never touch tqdm or its lock.
+    others = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not isinstance(t, TMonitor)
+    ]
+    if others or "fork" not in multiprocessing.get_all_start_methods():
+        log.debug("building in-process: threads are running or fork is unavailable")
+        return None
+    ctx = multiprocessing.get_context("fork")
+    return ctx.Pool(workers, initializer=_init_worker, initargs=(config,))
+
+
+def default_workers() -> int:
+    """Stemming processes for a build: one per core, at most 8 (0 = in-process)."""
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _chunk_postings(
+    ids: list[list[int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-document lengths and distinct-term counts, and the chunk's postings
+    (term id, clipped tf) in document order, from token-id lists."""
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+    docs = np.repeat(np.arange(len(ids), dtype=np.int64), lens)
+    keys, tf = np.unique((docs << 32) | flat, return_counts=True)
+    nterms = np.bincount(keys >> 32, minlength=len(ids))
+    tids = (keys & 0xFFFFFFFF).astype(np.int32)
+    return lens, nterms, tids, np.minimum(tf, _MAX_TF).astype(np.uint16)
+
+
+def _write_csc(
+    folder: Path,
+    doc_len: np.ndarray,
+    doc_terms: np.ndarray,
+    *,
+    n_cols: int,
+    params: dict[str, Any],
+    show_progress: bool,
+    docs_per_step: int = 100_000,
+) -> int:
+    """Score every posting and write the term-major CSC arrays bm25s loads."""
+    tids_all = _memmap_or_empty(folder / _TID_FILE, np.int32)
+    tfs_all = _memmap_or_empty(folder / _TF_FILE, np.uint16)
+    nnz = int(tids_all.size)
+    step = 50_000_000
+    df = np.zeros(n_cols, dtype=np.int64)
+    for s in range(0, nnz, step):
+        df += np.bincount(tids_all[s : s + step], minlength=n_cols)
+    n_docs = int(doc_len.size)
+    avg_len = float(doc_len.mean())
+    method = params["method"]
+    idf = _idf_array(df, n_docs, _select_idf_scorer(method))
+    tfc: Callable[..., np.ndarray] = _select_tfc_scorer(method)
+    k1, b, delta = params["k1"], params["b"], params["delta"]
+    nonocc = None
+    if method in _NONOCCURRENCE:
+        # bm25s's definition: the score a document gets for a query term it lacks
+        nonocc = (
+            idf * tfc(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta)
+        ).astype(np.float32)
+        np.save(folder / "nonoccurrence_array.index.npy", nonocc)
+
+    indptr = np.zeros(n_cols + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    data = np.lib.format.open_memmap(
+        folder / "data.csc.index.npy", mode="w+", dtype=np.float32, shape=(nnz,)
+    )
+    indices = np.lib.format.open_memmap(
+        folder / "indices.csc.index.npy", mode="w+", dtype=np.int32, shape=(nnz,)
+    )
+    heads = indptr[:-1].copy()
+    post_ptr = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(doc_terms, out=post_ptr[1:])
+    for d0 in tqdm(
+        range(0, n_docs, docs_per_step),
+        desc="index: score matrix",
+        unit="step",
+        disable=not show_progress,
+    ):
+        d1 = min(d0 + docs_per_step, n_docs)
+        p0, p1 = int(post_ptr[d0]), int(post_ptr[d1])
+        if p0 == p1:
+            continue
+        t = np.asarray(tids_all[p0:p1])
+        tf = np.asarray(tfs_all[p0:p1]).astype(np.float32)
+        docs = np.repeat(np.arange(d0, d1, dtype=np.int32), doc_terms[d0:d1])
+        lens = doc_len[docs].astype(np.float32)
+        scores = idf[t] * tfc(tf_array=tf, l_d=lens, l_avg=avg_len, k1=k1, b=b, delta=delta)
+        if nonocc is not None:
+            scores -= nonocc[t]
+        order = np.argsort(t, kind="stable")  # term-major, documents stay ascending
+        ts = t[order]
+        uniq, first, count = np.unique(ts, return_index=True, return_counts=True)
+        pos = heads[ts] + (np.arange(ts.size) - np.repeat(first, count))
+        data[pos] = scores[order]
+        indices[pos] = docs[order]
+        heads[uniq] += count
+    data.flush()
+    indices.flush()
+    del data, indices
+    np.save(folder / "indptr.csc.index.npy", indptr)
+    return nnz
+
+
+def _idf_array(df: np.ndarray, n_docs: int, idf_fn: Callable[..., float]) -> np.ndarray:
+    """IDF per term with bm25s's scalar formula (0 where a term has no document)."""
+    idf = np.zeros(df.size, dtype=np.float32)
+    present = np.flatnonzero(df)
+    idf[present] = [idf_fn(int(d), N=n_docs) for d in df[present]]
+    return idf
+
+
+def _memmap_or_empty(path: Path, dtype: type) -> np.ndarray:
+    if path.stat().st_size == 0:
+        return np.empty(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    if params["method"] not in ("lucene", "robertson", "atire", "bm25l", "bm25+"):
+        raise UserError(
+            f"unknown BM25 method {params['method']!r} (lucene, robertson, atire, bm25l, bm25+)"
+        )
+    if params["k1"] < 0:
+        raise UserError(f"k1 must be >= 0, got {params['k1']}")
+    if not 0.0 <= params["b"] <= 1.0:
+        raise UserError(f"b must be between 0 and 1, got {params['b']}")
+
+
+def _check_out_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"index output {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / mf.MANIFEST_FILE).exists():
+        raise UserError(
+            f"{out} exists, is not empty and holds no typed-rag index; choose another --out"
+        )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out.parent}: {exc}") from exc
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    """Swap the finished build in; the old index is removed only after the swap."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        os.replace(out, old)
+    os.replace(new, out)
+    shutil.rmtree(old, ignore_errors=True)
