@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+
+from pydantic import ValidationError
 
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError
@@ -61,7 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = load_settings(args.config, **_parse_overrides(args.overrides))
+        try:
+            settings = load_settings(args.config, **_parse_overrides(args.overrides))
+        except ValidationError as exc:
+            raise UserError(f"invalid settings: {_validation_summary(exc)}") from None
         return int(args.func(args, settings) or 0)
     except UserError as exc:
         print(f"typed-rag: error: {exc}", file=sys.stderr)
@@ -72,6 +78,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("typed-rag: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: not an error. Silence the flush at exit.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return 0
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    """One line per bad field, named by its dotted path (e.g. ``engine.backend``)."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+"""The typed-rag entry point: settings errors are one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from typed_rag.cli import main
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("engine.backend=nope", "engine.backend"), ("bogus=1", "bogus"), ("noequals", "KEY=VALUE")],
+)
+def test_bad_settings_name_the_field(override: str, named: str, capsys) -> None:
+    assert main(["--set", override, "retrieve", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("typed-rag: error:") and named in err
+    assert "Traceback" not in err
+
+
+def test_missing_config_file_is_a_user_error(tmp_path, capsys) -> None:
+    assert main(["--config", str(tmp_path / "none.toml"), "retrieve", "x"]) == 2
+    assert "config file not found" in capsys.readouterr().err
+
+
+def test_config_file_and_override_precedence(tmp_path) -> None:
+    from typed_rag.config import load_settings
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('mode = "rag"\n[engine]\nbackend = "fake"\nn_ctx = 1024\n')
+    s = load_settings(cfg, **{"engine.n_ctx": "2048"})
+    assert (s.mode, s.engine.backend, s.engine.n_ctx) == ("rag", "fake", 2048)
