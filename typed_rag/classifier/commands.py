@@ -1,9 +1,132 @@
-"""CLI subcommands of this area (placeholder until the area lands)."""
+"""``typed-rag classifier train|eval|predict``: build and check the question-type classifier."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+
+from typed_rag.config import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add ``classifier`` and its subcommands."""
+    parser = sub.add_parser("classifier", help="train and evaluate the question-type classifier")
+    inner = parser.add_subparsers(dest="classifier_command", required=True, metavar="ACTION")
+
+    train = inner.add_parser(
+        "train",
+        help="train the embedding head on NF-CATS train, select and calibrate on valid",
+    )
+    train.add_argument("--embedder", help="sentence model name or folder (default: setting)")
+    train.add_argument("--seed", type=int, default=42, help="seed of every random step (42)")
+    train.add_argument("--train", type=Path, help="train CSV (default: <data_dir>/train.csv)")
+    train.add_argument("--valid", type=Path, help="valid CSV (default: <data_dir>/valid.csv)")
+    train.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing if a valid artefact for the same embedder and seed exists (set-up uses it)",
+    )
+    train.set_defaults(func=_train)
+
+    ev = inner.add_parser("eval", help="accuracy, macro-F1, per-class P/R/F1 and confusion")
+    ev.add_argument("--data", type=Path, help="labelled CSV (default: <data_dir>/valid.csv)")
+    ev.add_argument("--json", type=Path, help="also write the report as JSON here")
+    ev.set_defaults(func=_eval)
+
+    pr = inner.add_parser("predict", help="print the type and probabilities of questions")
+    pr.add_argument("questions", nargs="+", help="one or more questions")
+    pr.set_defaults(func=_predict)
+
+
+def _train(args: argparse.Namespace, settings: Settings) -> int:
+    from typed_rag.classifier.metrics import format_confidence_table, format_report
+    from typed_rag.classifier.training import train_classifier
+
+    if args.if_missing and (existing := _up_to_date(settings, args)) is not None:
+        print(f"classifier up to date: {existing}")
+        return 0
+    s = train_classifier(
+        settings,
+        embedder=args.embedder,
+        seed=args.seed,
+        train_path=args.train,
+        valid_path=args.valid,
+        echo=lambda line: print(line, flush=True),
+    )
+    print(
+        f"\nchosen head: hidden={s.chosen['hidden']} class-weight power="
+        f"{s.chosen['class_weight_power']} epoch={s.chosen['best_epoch']}"
+    )
+    print(
+        f"temperature {s.temperature:.3f}: valid NLL {s.calibration['nll_before']:.4f} -> "
+        f"{s.calibration['nll_after']:.4f}, ECE {s.calibration['ece_before']:.4f} -> "
+        f"{s.calibration['ece_after']:.4f}"
+    )
+    print("\nvalid set report\n" + format_report(s.valid))
+    print("\ntop-1 probability thresholds (calibrated)\n" + format_confidence_table(s.confidence))
+    print(f"\nsaved {s.artefact}")
+    return 0
+
+
+def _up_to_date(settings: Settings, args: argparse.Namespace) -> Path | None:
+    """The existing artefact if it loads and was trained with the requested embedder and seed."""
+    from typed_rag.classifier.embedding_head import artefact_path, load_artefact
+    from typed_rag.errors import UserError
+
+    path = artefact_path(settings)
+    if not path.is_file():
+        return None
+    try:
+        _, meta = load_artefact(path)
+    except UserError:
+        return None
+    wanted = args.embedder or settings.classifier.embedder
+    same_data = args.train is None and args.valid is None
+    return path if same_data and meta.embedder == wanted and meta.seed == args.seed else None
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    from typed_rag.classifier import build_classifier
+    from typed_rag.classifier.data import read_nfcats_csv, split_path
+    from typed_rag.classifier.metrics import format_confidence_table, format_report
+    from typed_rag.classifier.training import evaluate
+
+    data = read_nfcats_csv(args.data or split_path(settings.classifier.data_dir, "valid"))
+    classifier = build_classifier(settings)
+    threshold = settings.classifier.min_confidence
+    res = evaluate(classifier, data, threshold, batch_size=settings.classifier.batch_size * 4)
+    print(f"{classifier.name} on {data.path} ({res.seconds:.1f} s)")
+    print(format_report(res.report))
+    print("\ntop-1 probability thresholds\n" + format_confidence_table(res.confidence))
+    b = res.below_min_confidence
+    acc = "n/a" if b["below"] == 0 else f"{b['below_accuracy']:.3f}"
+    print(
+        f"\nmin_confidence={threshold}: {int(b['below'])} of {res.report.n} questions below it "
+        f"(accuracy there {acc}) would go to plain RAG"
+    )
+    if args.json:
+        payload = {
+            "classifier": classifier.name,
+            "data": str(data.path),
+            "report": res.report.to_dict(),
+            "confidence": res.confidence,
+            "min_confidence": threshold,
+            "seconds": res.seconds,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+def _predict(args: argparse.Namespace, settings: Settings) -> int:
+    from typed_rag.classifier import build_classifier
+
+    classifier = build_classifier(settings)
+    preds = classifier.predict(args.questions, settings.classifier.min_confidence)
+    for q, p in zip(args.questions, preds, strict=True):
+        top = sorted(p.probabilities.items(), key=lambda kv: -kv[1])[:3]
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in top)
+        flag = "" if p.confident else "  (unsure: plain RAG)"
+        print(f"{p.type.value:<15} {shown}{flag}  | {q}")
+    return 0

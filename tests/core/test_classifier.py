@@ -1,0 +1,230 @@
+"""Unit tests of the classifier's parts that need no model: data, metrics, head, artefact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from typed_rag.classifier import build_classifier
+from typed_rag.classifier.data import read_nfcats_csv
+from typed_rag.classifier.embedding_head import (
+    ARTEFACT_NAME,
+    EmbeddingHeadClassifier,
+    HeadMeta,
+    load_artefact,
+    save_artefact,
+)
+from typed_rag.classifier.head import (
+    HeadConfig,
+    MLPHead,
+    class_weights,
+    fit_temperature,
+    nll,
+    softmax,
+    train_head,
+)
+from typed_rag.classifier.metrics import classification_report, confidence_table, format_report
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.types import LABELS, QuestionType
+
+# ---- data -----------------------------------------------------------------
+
+
+def test_reads_quoted_multiline_questions(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_text(
+        "annotated_by,category,question\n"
+        'authors,COMPARISON,"Tea or coffee,\nwhich is better?"\n'
+        "mturk,instruction,How do I bake bread?\n",
+        encoding="utf-8",
+    )
+    data = read_nfcats_csv(path)
+    assert data.questions == ["Tea or coffee,\nwhich is better?", "How do I bake bread?"]
+    assert [LABELS[i] for i in data.labels] == [
+        QuestionType.COMPARISON,
+        QuestionType.INSTRUCTION,
+    ]
+    assert data.counts()["COMPARISON"] == 1
+
+
+def test_bad_label_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "valid.csv"
+    path.write_text(
+        'annotated_by,category,question\na,FACTOID,"two\nlines"\na,OPINION,What now?\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError, match=r"valid\.csv:4: unknown question type 'OPINION'"):
+        read_nfcats_csv(path)
+
+
+def test_missing_column_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("annotated_by,label,text\na,FACTOID,hi\n", encoding="utf-8")
+    with pytest.raises(UserError, match="missing column"):
+        read_nfcats_csv(path)
+    with pytest.raises(UserError, match="NF-CATS data file not found"):
+        read_nfcats_csv(tmp_path / "nope.csv")
+
+
+# ---- metrics --------------------------------------------------------------
+
+
+def test_report_matches_hand_computation() -> None:
+    y_true = [0, 0, 1, 1, 2]
+    y_pred = [0, 1, 1, 1, 0]
+    r = classification_report(y_true, y_pred)
+    assert r.accuracy == pytest.approx(3 / 5)
+    c0, c1, c2 = r.per_class[:3]
+    assert (c0.precision, c0.recall, c0.f1) == pytest.approx((0.5, 0.5, 0.5))
+    assert (c1.precision, c1.recall, c1.f1) == pytest.approx((2 / 3, 1.0, 0.8))
+    assert (c2.precision, c2.recall, c2.f1, c2.support) == (0.0, 0.0, 0.0, 1)
+    # Classes absent from both lists count as F1 0 in the macro average (8 labels).
+    assert r.macro_f1 == pytest.approx((0.5 + 0.8) / 8)
+    assert r.confusion[2][0] == 1 and r.confusion[0][1] == 1
+    text = format_report(r)
+    assert "macro-F1=0.1625" in text and "COMPARISON" in text
+
+
+def test_confidence_table_splits_by_top_probability() -> None:
+    probs = np.array([[0.9, 0.1], [0.35, 0.65], [0.55, 0.45], [0.3, 0.7]])
+    probs = np.pad(probs, ((0, 0), (0, 6)))
+    rows = confidence_table(probs, [0, 1, 1, 0], [0.6])
+    assert rows[0]["below"] == 1  # only the 0.55 row
+    assert rows[0]["below_accuracy"] == 0.0
+    assert rows[0]["above_accuracy"] == pytest.approx(2 / 3)
+
+
+# ---- head, calibration ----------------------------------------------------
+
+
+def _clusters(n_per: int, seed: int, dim: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(0).normal(size=(8, dim)) * 3
+    y = np.repeat(np.arange(8), n_per)
+    x = centres[y] + rng.normal(size=(len(y), dim))
+    return x.astype(np.float32), y
+
+
+def test_head_learns_and_is_deterministic() -> None:
+    x_tr, y_tr = _clusters(30, seed=1)
+    x_va, y_va = _clusters(10, seed=2)
+    cfg = HeadConfig(hidden=32, max_epochs=15)
+    a = train_head(x_tr, y_tr, x_va, y_va, cfg, seed=7)
+    b = train_head(x_tr, y_tr, x_va, y_va, cfg, seed=7)
+    assert a.valid_macro_f1 > 0.9
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k])
+
+
+def test_class_weights_lift_rare_classes() -> None:
+    y = np.array([0] * 90 + [1] * 10)
+    w = class_weights(y, power=0.5, n_labels=2)
+    assert w[1] / w[0] == pytest.approx(3.0)
+    assert torch.allclose(class_weights(y, 0.0, 2), torch.ones(2))
+
+
+def test_temperature_recovers_overconfidence() -> None:
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(4000, 8)) * 1.5
+    p = softmax(z)
+    y = np.array([rng.choice(8, p=row) for row in p])
+    t = fit_temperature(z * 4.0, y)  # the true logits, made 4x too sharp
+    assert t == pytest.approx(4.0, rel=0.15)
+    assert nll(z * 4.0, y, t) < nll(z * 4.0, y, 1.0)
+
+
+# ---- artefact and classifier ---------------------------------------------
+
+
+class StubEncoder:
+    """Stands in for a sentence-transformers model: records inputs, embeds by letters."""
+
+    def __init__(self, dim: int = 26) -> None:
+        self.dim = dim
+        self.seen: list[str] = []
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.dim
+
+    def encode(self, texts: list[str], **_: object) -> np.ndarray:
+        self.seen.extend(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for ch in t:
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1.0
+        return out
+
+
+def _saved_head(tmp_path: Path, temperature: float = 2.0) -> tuple[Path, MLPHead]:
+    torch.manual_seed(0)
+    head = MLPHead(26, 8).eval()
+    meta = HeadMeta(embedder="stub", dim=26, hidden=8, temperature=temperature, seed=3)
+    path = tmp_path / "clf" / ARTEFACT_NAME
+    save_artefact(path, head, meta)
+    return path, head
+
+
+def test_artefact_round_trip(tmp_path: Path) -> None:
+    path, head = _saved_head(tmp_path)
+    loaded, meta = load_artefact(path)
+    assert meta.embedder == "stub" and meta.temperature == 2.0 and meta.seed == 3
+    assert meta.labels == [t.value for t in LABELS]
+    x = torch.randn(4, 26)
+    assert torch.allclose(loaded(x), head(x))
+
+
+def test_classifier_lowercases_and_scales(tmp_path: Path) -> None:
+    path, head = _saved_head(tmp_path, temperature=2.0)
+    loaded, meta = load_artefact(path)
+    enc = StubEncoder()
+    clf = EmbeddingHeadClassifier(enc, loaded, meta, batch_size=2)  # type: ignore[arg-type]
+    probs = np.array(clf.predict_proba(["Why Is The Sky BLUE?", "how to bake", "tea or coffee"]))
+    assert enc.seen[0] == "why is the sky blue?"
+    assert probs.shape == (3, 8)
+    assert np.allclose(probs.sum(axis=1), 1.0)
+    x = torch.from_numpy(enc.encode(["why is the sky blue?"]))
+    expected = torch.softmax(head(x) / 2.0, dim=-1).detach().numpy()[0]
+    assert np.allclose(probs[0], expected, atol=1e-6)
+    assert clf.predict_proba([]) == []
+    preds = clf.predict(["why is the sky blue?"], min_confidence=1.01)
+    assert preds[0].confident is False
+
+
+def test_wrong_embedder_dimension_is_a_user_error(tmp_path: Path) -> None:
+    path, _ = _saved_head(tmp_path)
+    head, meta = load_artefact(path)
+    with pytest.raises(UserError, match="retrain"):
+        EmbeddingHeadClassifier(StubEncoder(dim=10), head, meta)  # type: ignore[arg-type]
+
+
+def test_missing_artefact_tells_user_to_train(settings: Settings) -> None:
+    with pytest.raises(UserError, match="typed-rag classifier train"):
+        build_classifier(settings)
+
+
+def test_foreign_file_is_rejected(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path = tmp_path / ARTEFACT_NAME
+    save_file({"w": torch.zeros(2)}, str(path), metadata={"format": "other"})
+    with pytest.raises(UserError, match="not a typed-rag classifier artefact"):
+        load_artefact(path)
+    path.write_bytes(b"garbage")
+    with pytest.raises(UserError, match="not a readable classifier artefact"):
+        load_artefact(path)
+
+
+def test_metrics_json_is_plain_json(tmp_path: Path) -> None:
+    # The artefact's metadata must survive a JSON round trip (it is read by humans too).
+    path, _ = _saved_head(tmp_path)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["meta"])
+    assert meta["embedder"] == "stub" and meta["dim"] == 26

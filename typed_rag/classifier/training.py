@@ -1,0 +1,221 @@
+"""Training and evaluating the embedding-head classifier on NF-CATS (train / valid).
+
+``train_classifier`` embeds both splits once, trains a small grid of heads
+(hidden size x class-weight power) with a fixed seed, keeps the one with the
+best valid macro-F1, fits a temperature on valid so that probabilities (and
+``classifier.min_confidence``) mean something, and writes the artefact.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from typed_rag.classifier.base import TypeClassifier
+from typed_rag.classifier.data import LabelledQuestions, read_nfcats_csv, split_path
+from typed_rag.classifier.embedder import embed_questions, load_sentence_model
+from typed_rag.classifier.embedding_head import (
+    METRICS_NAME,
+    HeadMeta,
+    artefact_path,
+    save_artefact,
+)
+from typed_rag.classifier.head import (
+    HeadConfig,
+    TrainedHead,
+    expected_calibration_error,
+    fit_temperature,
+    logits_of,
+    nll,
+    softmax,
+    train_head,
+)
+from typed_rag.classifier.metrics import Report, classification_report, confidence_table
+from typed_rag.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Hidden size x class-weight power; other hyper-parameters are HeadConfig's defaults.
+GRID: tuple[tuple[int, float], ...] = ((256, 0.0), (256, 0.5), (512, 0.0), (512, 0.5))
+THRESHOLDS: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class TrainSummary:
+    artefact: Path
+    embedder: str
+    seed: int
+    chosen: dict[str, Any]
+    grid: list[dict[str, Any]]
+    temperature: float
+    valid: Report
+    calibration: dict[str, float]
+    confidence: list[dict[str, float]]
+    timings_s: dict[str, float]
+
+
+def _load_splits(settings: Settings, train: Path | None, valid: Path | None):
+    data_dir = settings.classifier.data_dir
+    tr = read_nfcats_csv(train or split_path(data_dir, "train"))
+    va = read_nfcats_csv(valid or split_path(data_dir, "valid"))
+    return tr, va
+
+
+def train_classifier(
+    settings: Settings,
+    embedder: str | None = None,
+    seed: int = 42,
+    train_path: Path | None = None,
+    valid_path: Path | None = None,
+    grid: Sequence[tuple[int, float]] = GRID,
+    base: HeadConfig | None = None,
+    echo: Echo = print,
+) -> TrainSummary:
+    """Train, select on valid, calibrate and save; returns what was measured."""
+    embedder = embedder or settings.classifier.embedder
+    base = base or HeadConfig()
+    timings: dict[str, float] = {}
+    train, valid = _load_splits(settings, train_path, valid_path)
+    echo(f"train: {len(train)} questions from {train.path}  {train.counts()}")
+    echo(f"valid: {len(valid)} questions from {valid.path}")
+
+    t0 = time.perf_counter()
+    encoder = load_sentence_model(settings, embedder, settings.classifier.device)
+    timings["load_embedder"] = time.perf_counter() - t0
+    x_tr, x_va = _embed_both(encoder, train, valid, settings.classifier.batch_size, echo, timings)
+    y_tr, y_va = np.asarray(train.labels), np.asarray(valid.labels)
+
+    t0 = time.perf_counter()
+    runs: list[TrainedHead] = []
+    rows: list[dict[str, Any]] = []
+    for hidden, power in grid:
+        cfg = replace(base, hidden=hidden, class_weight_power=power)
+        run = train_head(x_tr, y_tr, x_va, y_va, cfg, seed=seed)
+        runs.append(run)
+        rows.append(
+            {
+                "hidden": hidden,
+                "class_weight_power": power,
+                "best_epoch": run.best_epoch,
+                "valid_macro_f1": run.valid_macro_f1,
+                "valid_accuracy": run.valid_accuracy,
+            }
+        )
+        echo(
+            f"  head hidden={hidden:<4d} class-weight power={power:<4}  best epoch "
+            f"{run.best_epoch:>2d}  valid macro-F1 {run.valid_macro_f1:.4f}  "
+            f"accuracy {run.valid_accuracy:.4f}"
+        )
+    timings["train_heads"] = time.perf_counter() - t0
+    best = max(runs, key=lambda r: r.valid_macro_f1)  # max keeps the first of equals
+
+    logits = logits_of(best.model, x_va)
+    temperature = fit_temperature(logits, y_va)
+    probs = softmax(logits, temperature)
+    calibration = {
+        "nll_before": nll(logits, y_va, 1.0),
+        "nll_after": nll(logits, y_va, temperature),
+        "ece_before": expected_calibration_error(softmax(logits), y_va),
+        "ece_after": expected_calibration_error(probs, y_va),
+    }
+    report = classification_report(y_va, probs.argmax(axis=1))
+    confidence = confidence_table(probs, y_va, THRESHOLDS)
+    chosen = asdict(best.config) | {"best_epoch": best.best_epoch}
+    meta = HeadMeta(
+        embedder=embedder,
+        dim=int(x_tr.shape[1]),
+        hidden=best.config.hidden,
+        temperature=temperature,
+        seed=seed,
+        hyperparameters=chosen,
+        metrics={
+            "valid": {
+                "accuracy": report.accuracy,
+                "macro_f1": report.macro_f1,
+                "f1": report.f1_by_label(),
+            },
+            "calibration": calibration,
+            "train_file": str(train.path),
+            "valid_file": str(valid.path),
+        },
+    )
+    path = artefact_path(settings)
+    save_artefact(path, best.model, meta)
+    summary = TrainSummary(
+        artefact=path,
+        embedder=embedder,
+        seed=seed,
+        chosen=chosen,
+        grid=rows,
+        temperature=temperature,
+        valid=report,
+        calibration=calibration,
+        confidence=confidence,
+        timings_s=timings,
+    )
+    (path.parent / METRICS_NAME).write_text(json.dumps(_summary_dict(summary), indent=2) + "\n")
+    return summary
+
+
+def _embed_both(encoder, train, valid, batch_size: int, echo: Echo, timings: dict[str, float]):
+    out = []
+    for name, split in (("train", train), ("valid", valid)):
+        t0 = time.perf_counter()
+        echo(f"embedding {name} ({len(split)} questions) ...")
+        out.append(embed_questions(encoder, split.questions, batch_size=batch_size))
+        timings[f"embed_{name}"] = time.perf_counter() - t0
+        echo(f"  {timings[f'embed_{name}']:.1f} s")
+    return out[0], out[1]
+
+
+def _summary_dict(s: TrainSummary) -> dict[str, Any]:
+    return {
+        "artefact": str(s.artefact),
+        "embedder": s.embedder,
+        "seed": s.seed,
+        "chosen": s.chosen,
+        "grid": s.grid,
+        "temperature": s.temperature,
+        "calibration": s.calibration,
+        "valid": s.valid.to_dict(),
+        "confidence": s.confidence,
+        "timings_s": s.timings_s,
+    }
+
+
+@dataclass
+class EvalResult:
+    report: Report
+    confidence: list[dict[str, float]]
+    below_min_confidence: dict[str, float]
+    seconds: float
+
+
+def evaluate(
+    classifier: TypeClassifier,
+    data: LabelledQuestions,
+    min_confidence: float,
+    batch_size: int = 256,
+) -> EvalResult:
+    """Score any :class:`TypeClassifier` on labelled questions (batched)."""
+    t0 = time.perf_counter()
+    probs: list[list[float]] = []
+    for start in range(0, len(data), batch_size):
+        probs.extend(classifier.predict_proba(data.questions[start : start + batch_size]))
+    seconds = time.perf_counter() - t0
+    p = np.asarray(probs, dtype=float)
+    y = np.asarray(data.labels)
+    report = classification_report(y, p.argmax(axis=1))
+    thresholds = sorted({*THRESHOLDS, min_confidence})
+    table = confidence_table(p, y, thresholds)
+    at = next(r for r in table if r["threshold"] == min_confidence)
+    return EvalResult(report, table, at, seconds)
