@@ -1,9 +1,286 @@
-"""CLI subcommands of this area (placeholder until the area lands)."""
+"""``typed-rag eval label|run|report``: Wiki-NFQA type labels, LINKAGE runs and their reports."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from typed_rag.config import EngineSettings, Settings, load_settings
+from typed_rag.errors import UserError
+
+log = logging.getLogger(__name__)
+
+RUN_LABELS = "labels.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add ``eval`` and its subcommands."""
+    parser = sub.add_parser("eval", help="evaluate on Wiki-NFQA with LINKAGE (label, run, report)")
+    eval_sub = parser.add_subparsers(dest="eval_command", required=True, metavar="EVAL_COMMAND")
+
+    p = eval_sub.add_parser("label", help="classify every Wiki-NFQA question and store the types")
+    _data_args(p)
+    p.add_argument(
+        "--out", type=Path, help="labels JSON (default: <home>/eval/wikinfqa-labels.json)"
+    )
+    p.set_defaults(func=cmd_label)
+
+    p = eval_sub.add_parser("run", help="answer, score (LINKAGE) and report; resumable")
+    _data_args(p)
+    p.add_argument("--out", type=Path, required=True, help="run directory (created or resumed)")
+    p.add_argument("--methods", default="llm,rag,typed-rag", help="comma list of llm,rag,typed-rag")
+    p.add_argument("--limit", type=int, help="at most N questions per subset (file order)")
+    p.add_argument("--sample", type=int, help="N questions, stratified by subset and type")
+    p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
+    p.add_argument("--scorer-config", type=Path, help="TOML settings for the scorer engine")
+    p.add_argument("--scorer-backend", help="scorer engine backend (llamacpp, vllm, openai)")
+    p.add_argument("--scorer-model", help="scorer model name, path or id")
+    p.add_argument("--scorer-base-url", help="scorer OpenAI-compatible base URL")
+    p.add_argument(
+        "--paper-off-by-one",
+        action="store_true",
+        help="use the paper's prompt ([[n]] = worse than all) instead of original LINKAGE",
+    )
+    p.add_argument("--coverage", action="store_true", help="also judge sub-question coverage")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="spread the questions over Ray actors: 'local' (start Ray here), 'auto' or "
+        "ray://HOST:10001; the run directory stays on this machine",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        metavar="N",
+        help="Ray actors (default: one per GPU for vLLM, else one per engine.n_threads CPUs)",
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = eval_sub.add_parser("report", help="tables, per-type figure, failures and cost of a run")
+    p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
+    p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
+    p.set_defaults(func=cmd_report)
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", type=Path, help="Wiki-NFQA folder (default: eval.data_dir)")
+    p.add_argument("--subsets", default="all", help="comma list of subsets, or all")
+    p.add_argument(
+        "--on-error",
+        choices=("skip", "stop"),
+        default="skip",
+        help="bad records: skip and count (default) or stop with an error",
+    )
+
+
+def _load_data(args: argparse.Namespace, settings: Settings) -> Any:
+    from eval.wikinfqa import load_wikinfqa
+
+    data = load_wikinfqa(args.data_dir or settings.eval.data_dir, args.subsets, args.on_error)
+    if data.bad:
+        print(f"skipped {len(data.bad)} bad record(s):")
+        for bad in data.bad[:20]:
+            print(f"  {bad}")
+    if not data.records:
+        raise UserError("no valid Wiki-NFQA questions to evaluate")
+    return data
+
+
+def _build_classifier(settings: Settings) -> Any:
+    from typed_rag.classifier import build_classifier  # the classifier area's factory
+
+    classifier = build_classifier(settings)
+    if classifier is None:
+        raise UserError(
+            "no question-type classifier is available; run `typed-rag classifier train`"
+        )
+    return classifier
+
+
+# ---------------------------------------------------------------------- label
+
+
+def cmd_label(args: argparse.Namespace, settings: Settings) -> int:
+    from eval.labels import (
+        classify_questions,
+        default_labels_path,
+        distribution_table,
+        save_labels,
+    )
+
+    data = _load_data(args, settings)
+    classifier = _build_classifier(settings)
+    labels = classify_questions(data.records, classifier, settings.classifier.min_confidence)
+    path = save_labels(
+        labels, args.out or default_labels_path(settings), source=getattr(classifier, "name", "")
+    )
+    print(distribution_table(labels))
+    print(f"\nwrote {path} and {path.with_suffix('.csv')}")
+    return 0
+
+
+def obtain_labels(
+    settings: Settings, records: list[Any], run_dir: Path, labels_file: Path | None
+) -> dict[str, Any]:
+    """The run's stored labels, else --labels, else the default file; classify what is missing."""
+    from eval.labels import classify_questions, default_labels_path, load_labels, save_labels
+
+    run_labels = run_dir / RUN_LABELS
+    labels: dict[str, Any] = {}
+    if run_labels.exists():
+        labels = load_labels(run_labels)
+    elif labels_file is not None:
+        labels = load_labels(labels_file)
+    elif default_labels_path(settings).exists():
+        labels = load_labels(default_labels_path(settings))
+    missing = [r for r in records if r.question_id not in labels]
+    if missing:
+        log.info("classifying %d question(s) without a stored type", len(missing))
+        try:
+            classifier = _build_classifier(settings)
+        except UserError as exc:
+            raise UserError(
+                f"{exc} (needed to type {len(missing)} question(s); or run `typed-rag eval "
+                "label` first, or pass --labels FILE)"
+            ) from None
+        labels.update(classify_questions(missing, classifier, settings.classifier.min_confidence))
+    save_labels(labels, run_labels, source="run")
+    return labels
+
+
+# ---------------------------------------------------------------------- run
+
+
+def scorer_settings_for(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The scorer's own settings: --scorer-config, else the generator's, then --scorer-* flags."""
+    base = load_settings(args.scorer_config) if args.scorer_config else settings
+    update = {
+        k: v
+        for k, v in {
+            "backend": args.scorer_backend,
+            "model": args.scorer_model,
+            "base_url": args.scorer_base_url,
+        }.items()
+        if v is not None
+    }
+    if not update:
+        return base
+    try:
+        engine = EngineSettings.model_validate({**base.engine.model_dump(), **update})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        raise UserError(f"invalid scorer setting {field}: {first['msg']}") from None
+    return base.model_copy(update={"engine": engine})
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from eval.manifest import scorer_name, write_manifest
+    from eval.report import write_report
+    from eval.runner import EvalRunner, parse_methods
+    from eval.selection import select_questions
+    from eval.wikinfqa import parse_subsets
+
+    if args.ray_workers is not None and not args.ray:
+        raise UserError("--ray-workers needs --ray ADDRESS (e.g. --ray local)")
+    if args.paper_off_by_one:
+        settings = settings.model_copy(
+            update={"eval": settings.eval.model_copy(update={"paper_off_by_one": True})}
+        )
+    methods = parse_methods(args.methods)
+    subsets = parse_subsets(args.subsets)
+    scorer = scorer_settings_for(settings, args)
+    if scorer.engine == settings.engine:
+        log.warning(
+            "the scorer is the generator's own model (%s); pass --scorer-model or "
+            "--scorer-config for an independent judge",
+            scorer_name(scorer),
+        )
+    data = _load_data(args, settings)
+    run_dir: Path = args.out
+    run_dir.mkdir(parents=True, exist_ok=True)
+    labels = obtain_labels(settings, data.records, run_dir, args.labels)
+    records = select_questions(
+        data.records, labels, args.limit, args.sample, settings.eval.sample_seed
+    )
+    write_manifest(
+        run_dir,
+        settings,
+        scorer,
+        methods=methods,
+        subsets=subsets,
+        question_ids=[r.question_id for r in records],
+        options={
+            "limit": args.limit,
+            "sample": args.sample,
+            "coverage": args.coverage,
+            "skipped_bad_records": len(data.bad),
+        },
+    )
+    print(
+        f"evaluating {len(records)} question(s) x {len(methods)} method(s); "
+        f"generator {settings.engine.backend}:{settings.engine.model}, scorer {scorer_name(scorer)}"
+    )
+
+    # An llm-only run needs no index: TypedRAG tolerates a missing one in llm mode.
+    generator = settings.model_copy(update={"mode": "llm"}) if methods == ["llm"] else settings
+
+    def make_answerer() -> Any:
+        from typed_rag.system import TypedRAG
+
+        return TypedRAG.from_settings(generator)
+
+    def make_scorer() -> Any:
+        from typed_rag.engines import build_engine
+
+        return build_engine(scorer)
+
+    if args.ray:  # same phases and files; batches run on Ray actors (eval/distributed.py)
+        from eval.distributed import DistributedEvalRunner
+
+        runner: EvalRunner = DistributedEvalRunner(
+            settings,
+            run_dir,
+            address=args.ray,
+            workers=args.ray_workers,
+            generator_settings=generator,
+            scorer_settings=scorer,
+            labels=labels,
+            progress=not args.no_progress,
+        )
+    else:
+        runner = EvalRunner(
+            settings,
+            run_dir,
+            answerer=make_answerer,
+            scorer_engine=make_scorer,
+            scorer_settings=scorer,
+            labels=labels,
+            progress=not args.no_progress,
+        )
+    stats = asyncio.run(runner.run(records, methods, coverage=args.coverage))
+    for method, c in stats.answers.items():
+        print(f"answers {method}: {c.computed} new, {c.done_before} resumed, {c.failed} failed")
+    s = stats.scores
+    print(f"scores: {s.computed} new, {s.done_before} resumed, {s.failed} never parsed")
+    files = write_report(run_dir, settings)
+    print(f"report: {files.markdown}")
+    return 0
+
+
+# ---------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    from eval.report import write_report
+
+    files = write_report(args.run_dir, settings, args.out)
+    print(files.markdown.read_text(encoding="utf-8"))
+    print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
+    return 0

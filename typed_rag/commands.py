@@ -72,8 +72,9 @@ async def _ask(args: argparse.Namespace, settings: Settings) -> Result:
         )
 
 
-def print_result(result: Result, out: TextIO = sys.stdout) -> None:
+def print_result(result: Result, out: TextIO | None = None) -> None:
     """The human-readable trace: type, plan, answer, numbered sources, cost."""
+    out = out or sys.stdout  # looked up per call: tests and pipes replace sys.stdout
     w = out.write
     prob = result.probabilities.get(result.type or "")
     detail = [result.type_source if result.type_source != "none" else "no classifier"]

@@ -1,0 +1,438 @@
+"""Sub-question coverage: does an answer address what the question needs? (beyond the paper)
+
+LINKAGE says how an answer ranks, not what it misses. Here a judge LLM
+(the scorer engine) first splits each question into sub-questions of three
+kinds, once per question and shared by all methods:
+
+- core: what any answer must address to answer the question at all;
+- background: context that helps a reader but was not asked for;
+- follow-up: what a reader might ask next, beyond the question.
+
+Then, per answer, it judges which sub-questions the answer covers. The
+weighted score rewards core (weight 1) and background (0.5) coverage and
+penalises drifting into follow-ups (-1), normalised by the best possible
+(every core and background covered, no follow-up):
+
+    weighted = (core_hits + 0.5 * background_hits - follow_up_hits) / (n_core + 0.5 * n_background)
+
+so 1.0 is ideal and the score can go below 0. Retrieval-context coverage
+asks the judge how well the retrieved passages alone can answer each core
+sub-question (0-5); the share scoring at least ``answerable_threshold``
+shows whether a missed core point was a retrieval or a generation failure.
+All judge outputs are JSON under a schema, parsed tolerantly, resampled a
+bounded number of times, and failures are counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eval.resample import Outcome, Parsed, generate_until_parsed
+from typed_rag.config import Settings
+from typed_rag.engines.base import ChatRequest, Engine
+
+KINDS: tuple[str, ...] = ("core", "background", "follow_up")
+WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}
+MAX_PER_KIND = 5
+MAX_PASSAGE_CHARS = 700
+
+NO_JSON = "no-json"
+BAD_SHAPE = "bad-shape"
+INCOMPLETE = "incomplete"
+
+_SUBQ_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PER_KIND}
+DECOMPOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "core": {**_SUBQ_LIST, "minItems": 1},
+        "background": _SUBQ_LIST,
+        "follow_up": _SUBQ_LIST,
+    },
+    "required": list(KINDS),
+}
+COVERAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "covered": {"type": "boolean"}},
+                "required": ["id", "covered"],
+            },
+        }
+    },
+    "required": ["verdicts"],
+}
+ANSWERABILITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "scores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "score": {"type": "integer", "minimum": 0, "maximum": 5},
+                },
+                "required": ["id", "score"],
+            },
+        }
+    },
+    "required": ["scores"],
+}
+
+SYSTEM_PROMPT = (
+    "You are a careful evaluator of answers to open-ended questions. Reply in JSON only."
+)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in ``text`` (code fences and chatter around it ignored), or raise."""
+    text = (text or "").strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
+    if fenced:
+        text = fenced.group(1).strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            try:
+                value, _ = decoder.raw_decode(text[i:])
+                return value
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("no JSON value found")
+
+
+@dataclass
+class Decomposition:
+    """Sub-questions of one question, by kind."""
+
+    core: list[str] = field(default_factory=list)
+    background: list[str] = field(default_factory=list)
+    follow_up: list[str] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[str]:
+        return getattr(self, kind)
+
+    def numbered(self) -> list[tuple[int, str, str]]:
+        """(id, kind, text) with ids 1.. over all kinds, core first."""
+        out = []
+        for kind in KINDS:
+            for text in self.of(kind):
+                out.append((len(out) + 1, kind, text))
+        return out
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {k: list(self.of(k)) for k in KINDS}
+
+    @classmethod
+    def from_dict(cls, value: dict[str, list[str]]) -> Decomposition:
+        return cls(**{k: list(value.get(k, [])) for k in KINDS})
+
+
+def _clean_list(value: Any) -> list[str] | None:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return None
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            return None
+        item = item.strip()
+        if item and item.lower() not in {o.lower() for o in out}:
+            out.append(item)
+    return out[:MAX_PER_KIND]
+
+
+def parse_decomposition(text: str) -> Parsed[Decomposition]:
+    """Accepts ``follow_up``/``follow-up``/``followup`` keys; at least one core sub-question."""
+    try:
+        obj = extract_json(text)
+    except ValueError:
+        return Parsed(None, NO_JSON)
+    if not isinstance(obj, dict):
+        return Parsed(None, BAD_SHAPE)
+    norm = {re.sub(r"[^a-z]", "", str(k).lower()): v for k, v in obj.items()}
+    parts = {k: _clean_list(norm.get(k.replace("_", ""))) for k in KINDS}
+    if any(v is None for v in parts.values()):
+        return Parsed(None, BAD_SHAPE)
+    if not parts["core"]:
+        return Parsed(None, INCOMPLETE)
+    return Parsed(Decomposition(**parts))  # type: ignore[arg-type]
+
+
+def _verdict_rows(obj: Any, list_key: str) -> list[Any] | None:
+    if isinstance(obj, dict):
+        obj = obj.get(list_key)
+    return obj if isinstance(obj, list) else None
+
+
+def parse_coverage(text: str, n: int) -> Parsed[list[bool]]:
+    """``{"verdicts": [{"id", "covered"}]}`` (or a bare list of them / of booleans) for ids 1..n."""
+    try:
+        rows = _verdict_rows(extract_json(text), "verdicts")
+    except ValueError:
+        return Parsed(None, NO_JSON)
+    if rows is None:
+        return Parsed(None, BAD_SHAPE)
+    if rows and all(isinstance(r, bool) for r in rows):
+        return Parsed(list(rows)) if len(rows) == n else Parsed(None, INCOMPLETE)
+    found: dict[int, bool] = {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("covered"), bool):
+            return Parsed(None, BAD_SHAPE)
+        rid = row.get("id")
+        if isinstance(rid, bool) or not isinstance(rid, int) or not 1 <= rid <= n:
+            return Parsed(None, BAD_SHAPE)
+        found[rid] = row["covered"]
+    if len(found) != n:
+        return Parsed(None, INCOMPLETE)
+    return Parsed([found[i] for i in range(1, n + 1)])
+
+
+def parse_answerability(text: str, n: int) -> Parsed[list[int]]:
+    """``{"scores": [{"id", "score" 0..5}]}`` for ids 1..n."""
+    try:
+        rows = _verdict_rows(extract_json(text), "scores")
+    except ValueError:
+        return Parsed(None, NO_JSON)
+    if rows is None:
+        return Parsed(None, BAD_SHAPE)
+    found: dict[int, int] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            return Parsed(None, BAD_SHAPE)
+        rid, score = row.get("id"), row.get("score")
+        if isinstance(rid, bool) or not isinstance(rid, int) or not 1 <= rid <= n:
+            return Parsed(None, BAD_SHAPE)
+        if isinstance(score, bool) or not isinstance(score, int) or not 0 <= score <= 5:
+            return Parsed(None, BAD_SHAPE)
+        found[rid] = score
+    if len(found) != n:
+        return Parsed(None, INCOMPLETE)
+    return Parsed([found[i] for i in range(1, n + 1)])
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def decompose_messages(question: str) -> list[dict[str, str]]:
+    user = (
+        "Split the question below into short, self-contained sub-questions of three kinds:\n"
+        '- "core": what any good answer must address to answer the question at all;\n'
+        '- "background": context that would help a reader understand the answer, '
+        "but that the question does not ask for;\n"
+        '- "follow_up": questions a reader might ask next, which go beyond this question.\n'
+        f"Give 1 to {MAX_PER_KIND} core and 0 to {MAX_PER_KIND} of each other kind. Reply with "
+        'one JSON object: {"core": [...], "background": [...], "follow_up": [...]}.\n\n'
+        f"Question: {question.strip()}"
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def coverage_messages(
+    question: str, decomposition: Decomposition, answer: str
+) -> list[dict[str, str]]:
+    listed = "\n".join(f"{i}. {text}" for i, _, text in decomposition.numbered())
+    user = (
+        "Below are a question, numbered sub-questions about it, and an answer. For each "
+        "sub-question, decide whether the answer addresses it with real content (a passing "
+        "mention or a refusal does not count). Reply with one JSON object: "
+        '{"verdicts": [{"id": 1, "covered": true}, ...]} with one entry per sub-question.\n\n'
+        f"Question: {question.strip()}\n\nSub-questions:\n{listed}\n\nAnswer: {answer.strip()}"
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def answerability_messages(
+    core: Sequence[str], passages: Sequence[dict[str, Any]]
+) -> list[dict[str, str]]:
+    shown = "\n\n".join(
+        f"[{i}] {p.get('title', '')}\n{str(p.get('text', ''))[:MAX_PASSAGE_CHARS]}"
+        for i, p in enumerate(passages, start=1)
+    )
+    listed = "\n".join(f"{i}. {q}" for i, q in enumerate(core, start=1))
+    user = (
+        "Using ONLY the passages below (not your own knowledge), rate for each numbered "
+        "question how well the passages let someone answer it: 0 = not at all, 3 = the main "
+        "point is there, 5 = fully. Reply with one JSON object: "
+        '{"scores": [{"id": 1, "score": 0}, ...]} with one entry per question.\n\n'
+        f"Passages:\n{shown}\n\nQuestions:\n{listed}"
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def weighted_score(covered: dict[str, list[bool]]) -> float | None:
+    """Core 1, background 0.5, follow-up -1, over the best possible; None without core."""
+    n_core = len(covered.get("core", []))
+    if n_core == 0:
+        return None
+    best = n_core + WEIGHTS["background"] * len(covered.get("background", []))
+    got = sum(WEIGHTS[k] * sum(covered.get(k, [])) for k in KINDS)
+    return got / best
+
+
+def kind_coverage(covered: dict[str, list[bool]]) -> dict[str, float | None]:
+    return {k: (sum(v) / len(v) if (v := covered.get(k, [])) else None) for k in KINDS}
+
+
+@dataclass
+class CoverageItem:
+    """One answer to judge: its question's decomposition and, for RAG, its passages."""
+
+    key: str
+    question: str
+    decomposition: Decomposition
+    answer: str
+    passages: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class CoverageResult:
+    key: str
+    status: str
+    covered: dict[str, list[bool]] | None = None
+    coverage: dict[str, float | None] | None = None
+    weighted: float | None = None
+    context_status: str | None = None  # None when the method retrieved nothing
+    context_scores: list[int] | None = None
+    context_coverage: float | None = None
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class CoverageJudge:
+    """Runs decomposition and judging as large batches on one judge engine."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_resamples: int = 3,
+        seed: int = 42,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        max_tokens: int = 512,
+        answerable_threshold: int = 3,
+    ) -> None:
+        self.engine = engine
+        self.max_resamples = max_resamples
+        self.seed = seed
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_tokens = max_tokens
+        self.answerable_threshold = answerable_threshold
+
+    @classmethod
+    def from_settings(cls, engine: Engine, settings: Settings) -> CoverageJudge:
+        return cls(
+            engine,
+            max_resamples=settings.eval.max_resamples,
+            seed=settings.sampling.seed,
+            temperature=settings.sampling.temperature,
+            top_p=settings.sampling.top_p,
+            max_tokens=settings.eval.coverage_max_tokens,
+            answerable_threshold=settings.eval.answerable_threshold,
+        )
+
+    def _request(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> ChatRequest:
+        return ChatRequest(
+            messages=messages,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            json_schema=schema,
+        )
+
+    async def decompose(self, questions: Sequence[str]) -> list[Outcome[Decomposition]]:
+        requests = [self._request(decompose_messages(q), DECOMPOSE_SCHEMA) for q in questions]
+        return await generate_until_parsed(
+            self.engine,
+            requests,
+            lambda _i, text: parse_decomposition(text),
+            self.max_resamples,
+            self.seed,
+        )
+
+    async def judge(self, items: Sequence[CoverageItem]) -> list[CoverageResult]:
+        """Answer coverage for every item (one batch), then context answerability (one batch)."""
+        cov_requests = [
+            self._request(
+                coverage_messages(it.question, it.decomposition, it.answer), COVERAGE_SCHEMA
+            )
+            for it in items
+        ]
+        sizes = [len(it.decomposition.numbered()) for it in items]
+        cov = await generate_until_parsed(
+            self.engine,
+            cov_requests,
+            lambda i, text: parse_coverage(text, sizes[i]),
+            self.max_resamples,
+            self.seed,
+        )
+        ctx_index = [i for i, it in enumerate(items) if it.passages and it.decomposition.core]
+        ctx_requests = [
+            self._request(
+                answerability_messages(items[i].decomposition.core, items[i].passages or []),
+                ANSWERABILITY_SCHEMA,
+            )
+            for i in ctx_index
+        ]
+        ctx = await generate_until_parsed(
+            self.engine,
+            ctx_requests,
+            lambda j, text: parse_answerability(text, len(items[ctx_index[j]].decomposition.core)),
+            self.max_resamples,
+            self.seed,
+        )
+        ctx_by_item = dict(zip(ctx_index, ctx, strict=True))
+        return [self._result(it, cov[i], ctx_by_item.get(i)) for i, it in enumerate(items)]
+
+    def _result(
+        self,
+        item: CoverageItem,
+        cov: Outcome[list[bool]],
+        ctx: Outcome[list[int]] | None,
+    ) -> CoverageResult:
+        res = CoverageResult(
+            key=item.key,
+            status=cov.status,
+            attempts=cov.attempts + (ctx.attempts if ctx else 0),
+            prompt_tokens=cov.prompt_tokens + (ctx.prompt_tokens if ctx else 0),
+            completion_tokens=cov.completion_tokens + (ctx.completion_tokens if ctx else 0),
+        )
+        if cov.ok and cov.value is not None:
+            flags = iter(cov.value)
+            res.covered = {k: [next(flags) for _ in item.decomposition.of(k)] for k in KINDS}
+            res.coverage = kind_coverage(res.covered)
+            res.weighted = weighted_score(res.covered)
+        if ctx is not None:
+            res.context_status = ctx.status
+            if ctx.ok and ctx.value is not None:
+                res.context_scores = ctx.value
+                hits = sum(s >= self.answerable_threshold for s in ctx.value)
+                res.context_coverage = hits / len(ctx.value)
+        return res

@@ -1,0 +1,149 @@
+"""``run.json``: what produced a run directory, so its numbers can be traced and resumed safely.
+
+It names the generator and the scorer (scores from different scorers are not
+comparable), the settings of both, the seeds and the git commit. Resuming
+into a directory made with a different generator, scorer or LINKAGE setting
+would mix incomparable results, so that is refused with the differences
+listed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from typed_rag.config import REPO_ROOT, Settings
+from typed_rag.errors import UserError
+
+MANIFEST = "run.json"
+
+
+def git_commit(repo: Path = REPO_ROOT) -> dict[str, Any]:
+    """HEAD commit and whether the tree had uncommitted changes (None outside git)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        return {"commit": head, "dirty": bool(dirty)}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def engine_identity(settings: Settings) -> dict[str, Any]:
+    return {
+        "backend": settings.engine.backend,
+        "model": settings.engine.model,
+        "base_url": settings.engine.base_url,
+    }
+
+
+def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
+    """The settings that must not change within one run directory."""
+    return {
+        "generator": engine_identity(settings),
+        "generator_sampling": settings.sampling.model_dump(mode="json"),
+        "top_k": settings.retrieval.top_k,
+        "scorer": engine_identity(scorer),
+        "scorer_sampling": scorer.sampling.model_dump(mode="json"),
+        "reference_seed": settings.eval.reference_seed,
+        "paper_off_by_one": settings.eval.paper_off_by_one,
+    }
+
+
+def scorer_name(scorer: Settings) -> str:
+    return f"{scorer.engine.backend}:{scorer.engine.model}"
+
+
+def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out.extend(_diff(old.get(key), new.get(key), f"{path}.{key}" if path else key))
+        return out
+    return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
+
+
+def write_manifest(
+    run_dir: Path,
+    settings: Settings,
+    scorer: Settings,
+    *,
+    methods: list[str],
+    subsets: list[str],
+    question_ids: list[str],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Create ``run.json`` or, when resuming, check it matches and record this invocation."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / MANIFEST
+    fp = fingerprint(settings, scorer)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    invocation = {
+        "at": now,
+        "argv": sys.argv,
+        "methods": methods,
+        "subsets": subsets,
+        "questions": len(question_ids),
+        "options": options,
+        "git": git_commit(),
+    }
+    if path.exists():
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
+        diffs = _diff(manifest.get("fingerprint", {}), fp)
+        if diffs:
+            raise UserError(
+                f"run directory {run_dir} was made with different settings; use a new --out. "
+                "Differences: " + "; ".join(diffs)
+            )
+        manifest.setdefault("invocations", []).append(invocation)
+        manifest["methods"] = sorted(set(manifest.get("methods", [])) | set(methods))
+        manifest["subsets"] = sorted(set(manifest.get("subsets", [])) | set(subsets))
+    else:
+        manifest = {
+            "created": now,
+            "generator": {**engine_identity(settings), "modes": methods},
+            "scorer": {**engine_identity(scorer), "name": scorer_name(scorer)},
+            "seed": settings.sampling.seed,
+            "reference_seed": settings.eval.reference_seed,
+            "paper_off_by_one": settings.eval.paper_off_by_one,
+            "methods": methods,
+            "subsets": subsets,
+            "git": invocation["git"],
+            "fingerprint": fp,
+            "settings": settings.model_dump(mode="json"),
+            "scorer_settings": scorer.model_dump(mode="json"),
+            "invocations": [invocation],
+        }
+    manifest["question_ids"] = sorted(set(manifest.get("question_ids", [])) | set(question_ids))
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return manifest
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise UserError(f"not a run directory (no {MANIFEST}): {run_dir}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None

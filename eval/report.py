@@ -1,0 +1,393 @@
+"""Turn a run directory into the paper's tables and figure, plus what the paper left out.
+
+``report.md`` holds: MRR and MPR per subset and method (the shape of the
+paper's Table 3) with bootstrap 95% CIs over all questions; MPR per question
+type (Figure 4, also drawn to ``mpr_by_type.png``); the scorer's parse
+failures; cost (tokens, time, questions per minute) per method; and
+sub-question coverage when the run judged it. ``report.json`` has the same
+numbers for machines. Reading never modifies the run, so a report can be
+made while the run is still going.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.coverage import KINDS
+from eval.figures import METHOD_TITLES, plot_mpr_by_type, type_title
+from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
+from eval.linkage import EMPTY_CANDIDATE, max_rank
+from eval.manifest import read_manifest
+from eval.metrics import Estimate, estimate, percentile_rank, reciprocal_rank
+from eval.runner import ANSWERS, COVERAGE, METHODS, SCORES
+from eval.store import JsonlStore
+from eval.wikinfqa import SUBSET_TITLES, SUBSETS
+from typed_rag.config import Settings
+
+FIGURE = "mpr_by_type.png"
+ALL = "all"
+
+
+@dataclass
+class ReportFiles:
+    markdown: Path
+    json: Path
+    figure: Path | None
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return list(JsonlStore(path, readonly=True))
+
+
+def _order(values: Iterable[str], preferred: Sequence[str]) -> list[str]:
+    present = set(values)
+    return [v for v in preferred if v in present] + sorted(present - set(preferred))
+
+
+def _fmt(est: Estimate | None, scale: float = 1.0, digits: int = 3, ci: bool = False) -> str:
+    if est is None or est.count == 0 or np.isnan(est.mean):
+        return "-"
+    text = f"{est.mean * scale:.{digits}f}"
+    if ci:
+        text += f" [{est.low * scale:.{digits}f}, {est.high * scale:.{digits}f}]"
+    return text
+
+
+def _usable(rows: Iterable[dict[str, Any]], unparsed: str) -> list[tuple[dict[str, Any], int]]:
+    """(row, rank) pairs that enter the means; unparsed ones only under ``unparsed="worst"``."""
+    out = []
+    for row in rows:
+        rank = row.get("rank")
+        if rank is None:
+            if unparsed != "worst":
+                continue
+            rank = max_rank(int(row["n"]), bool(row.get("off_by_one")))
+        out.append((row, int(rank)))
+    return out
+
+
+def _metric(pairs: list[tuple[dict[str, Any], int]], which: str, settings: Settings) -> Estimate:
+    if which == "mrr":
+        vals = [reciprocal_rank(k) for _, k in pairs]
+    else:
+        vals = [percentile_rank(k, int(r["n"])) for r, k in pairs]
+    return estimate(vals, n_boot=settings.eval.bootstrap, seed=settings.eval.sample_seed)
+
+
+def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
+    """All numbers of the report as one JSON-able dict."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    answers = _records(run_dir / ANSWERS)
+    scores = _records(run_dir / SCORES)
+    coverage = _records(run_dir / COVERAGE)
+    unparsed = settings.eval.unparsed
+    methods = _order({r["method"] for r in answers} | {r["method"] for r in scores}, METHODS)
+    subsets = _order({r["subset"] for r in scores}, SUBSETS)
+    types = _order({r.get("type") or UNLABELLED for r in scores}, REPORT_TYPE_ORDER)
+
+    by_method: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in scores:
+        by_method[row["method"]].append(row)
+
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    per_type: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    failures: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        rows = by_method.get(method, [])
+        cells: dict[str, dict[str, Any]] = {}
+        for subset in [*subsets, ALL]:
+            group = rows if subset == ALL else [r for r in rows if r["subset"] == subset]
+            pairs = _usable(group, unparsed)
+            cells[subset] = {
+                "mrr": _metric(pairs, "mrr", settings).to_dict(),
+                "mpr": _metric(pairs, "mpr", settings).to_dict(),
+            }
+        table[method] = cells
+        for t in types:
+            pairs = _usable([r for r in rows if (r.get("type") or UNLABELLED) == t], unparsed)
+            per_type[t][method] = {
+                "mrr": _metric(pairs, "mrr", settings).to_dict(),
+                "mpr": _metric(pairs, "mpr", settings).to_dict(),
+            }
+        statuses = Counter(r["status"] for r in rows)
+        failures[method] = {
+            "scored": len(rows),
+            "parsed": sum(1 for r in rows if r.get("rank") is not None),
+            "never_parsed": sum(1 for r in rows if r.get("rank") is None),
+            "empty_candidates": statuses.get(EMPTY_CANDIDATE, 0),
+            "resampled": sum(1 for r in rows if int(r.get("attempts", 0)) > 1),
+            "mean_attempts": float(np.mean([r.get("attempts", 0) for r in rows])) if rows else 0,
+            "statuses": dict(statuses),
+        }
+
+    return {
+        "run_dir": str(run_dir),
+        "generator": manifest.get("generator", {}),
+        "scorer": manifest.get("scorer", {}),
+        "git": manifest.get("git", {}),
+        "paper_off_by_one": manifest.get("paper_off_by_one", False),
+        "reference_seed": manifest.get("reference_seed"),
+        "unparsed": unparsed,
+        "bootstrap": settings.eval.bootstrap,
+        "methods": methods,
+        "subsets": subsets,
+        "types": types,
+        "table": table,
+        "per_type": dict(per_type),
+        "failures": failures,
+        "cost": _cost(answers, scores, coverage, methods),
+        "coverage": _coverage(coverage, methods, settings) if coverage else None,
+    }
+
+
+def _cost(
+    answers: list[dict[str, Any]],
+    scores: list[dict[str, Any]],
+    coverage: list[dict[str, Any]],
+    methods: list[str],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for method in methods:
+        rows = [r for r in answers if r["method"] == method]
+        wall = sum(float(r.get("wall_s", 0.0)) for r in rows)
+        calls = [c for r in rows for c in (r.get("result") or {}).get("calls", [])]
+        srows = [r for r in scores if r["method"] == method]
+        out[method] = {
+            "questions": len(rows),
+            "llm_calls": len(calls),
+            "prompt_tokens": sum(int(c.get("prompt_tokens", 0)) for c in calls),
+            "completion_tokens": sum(int(c.get("completion_tokens", 0)) for c in calls),
+            "answer_wall_s": wall,
+            "questions_per_min": (60.0 * len(rows) / wall) if wall > 0 else None,
+            "with_fallback": sum(1 for r in rows if (r.get("result") or {}).get("fallbacks")),
+            "scorer_prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in srows),
+            "scorer_completion_tokens": sum(int(r.get("completion_tokens", 0)) for r in srows),
+            "scorer_wall_s": sum(float(r.get("wall_s", 0.0)) for r in srows),
+            "judge_prompt_tokens": sum(
+                int(r.get("prompt_tokens", 0)) for r in coverage if r["method"] == method
+            ),
+            "judge_completion_tokens": sum(
+                int(r.get("completion_tokens", 0)) for r in coverage if r["method"] == method
+            ),
+        }
+    return out
+
+
+def _coverage(rows: list[dict[str, Any]], methods: list[str], settings: Settings) -> dict[str, Any]:
+    def est(values: list[float]) -> dict[str, Any]:
+        return estimate(values, settings.eval.bootstrap, settings.eval.sample_seed).to_dict()
+
+    out: dict[str, Any] = {}
+    for method in methods:
+        mine = [r for r in rows if r["method"] == method]
+        ok = [r for r in mine if r.get("status") == "ok"]
+        kinds = {
+            k: est([c[k] for r in ok if (c := r.get("coverage") or {}).get(k) is not None])
+            for k in KINDS
+        }
+        weighted = est([r["weighted"] for r in ok if r.get("weighted") is not None])
+        ctx_rows = [r for r in mine if r.get("context_status") is not None]
+        context = est(
+            [r["context_coverage"] for r in ctx_rows if r.get("context_coverage") is not None]
+        )
+        # The answer's core coverage on the same questions whose context was judged.
+        paired = [
+            r["coverage"]["core"]
+            for r in ctx_rows
+            if r.get("context_coverage") is not None
+            and r.get("status") == "ok"
+            and (r.get("coverage") or {}).get("core") is not None
+        ]
+        out[method] = {
+            "judged": len(mine),
+            "ok": len(ok),
+            "failed": Counter(r.get("status") for r in mine if r.get("status") != "ok"),
+            "kinds": kinds,
+            "weighted": weighted,
+            "context": context,
+            "answer_core_on_context_questions": est(paired),
+            "context_failed": sum(1 for r in ctx_rows if r.get("context_status") != "ok"),
+        }
+    return out
+
+
+# ---------------------------------------------------------------------- markdown
+
+
+def _est(d: dict[str, Any] | None) -> Estimate | None:
+    return Estimate(**d) if d else None
+
+
+def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
+    methods, subsets = rep["methods"], rep["subsets"]
+    gen, scorer = rep["generator"], rep["scorer"]
+    scorer_label = scorer.get("name") or f"{scorer.get('backend')}:{scorer.get('model')}"
+    variant = (
+        "paper prompt ([[n]] = worse than all, off by one)"
+        if rep["paper_off_by_one"]
+        else "original LINKAGE ([[n+1]] = worse than all)"
+    )
+    out = [
+        "# Wiki-NFQA evaluation",
+        "",
+        f"- Generator: `{gen.get('backend')}:{gen.get('model')}`",
+        f"- Scorer: `{scorer_label}` (scores from different scorers are not comparable)",
+        f"- LINKAGE: {variant}; reference seed {rep['reference_seed']}; "
+        f"unparsed verdicts: {rep['unparsed']}",
+        f"- Git: `{(rep['git'] or {}).get('commit')}`"
+        + (" (uncommitted changes)" if (rep["git"] or {}).get("dirty") else ""),
+        f"- 95% CIs: percentile bootstrap, {rep['bootstrap']} resamples",
+        "",
+    ]
+    cols = [SUBSET_TITLES.get(s, s) for s in subsets]
+    for metric, title, scale, digits in (
+        ("mrr", "MRR", 1.0, 4),
+        ("mpr", "MPR (%)", 1.0, 2),
+    ):
+        out += [
+            f"## {title} by subset (Table 3 shape; scorer `{scorer_label}`)",
+            "",
+            "| method | " + " | ".join(cols) + " | all [95% CI] | n |",
+            "|---|" + "---:|" * (len(cols) + 2),
+        ]
+        for m in methods:
+            cells = rep["table"][m]
+            row = [_fmt(_est(cells[s][metric]), scale, digits) for s in subsets]
+            all_est = _est(cells[ALL][metric])
+            row.append(_fmt(all_est, scale, digits, ci=True))
+            row.append(str(all_est.count if all_est else 0))
+            out.append(f"| {METHOD_TITLES.get(m, m)} | " + " | ".join(row) + " |")
+        out.append("")
+
+    out += [
+        f"## MPR (%) by question type (Figure 4 shape; scorer `{scorer_label}`)",
+        "",
+        "| type | n | " + " | ".join(METHOD_TITLES.get(m, m) for m in methods) + " |",
+        "|---|---:|" + "---:|" * len(methods),
+    ]
+    for t in rep["types"]:
+        cells = rep["per_type"].get(t, {})
+        n = max((cells.get(m, {}).get("mpr", {}).get("count", 0) for m in methods), default=0)
+        vals = [_fmt(_est(cells.get(m, {}).get("mpr")), 1.0, 1, ci=True) for m in methods]
+        out.append(f"| {type_title(t)} | {n} | " + " | ".join(vals) + " |")
+    out.append("")
+    if figure is not None:
+        out += [f"![MPR by type]({figure.name})", ""]
+
+    out += [
+        "## Scorer verdicts that did not parse",
+        "",
+        "| method | scored | parsed | never parsed | resampled | mean attempts | empty answers | by status |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for m in methods:
+        f = rep["failures"][m]
+        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(f["statuses"].items()))
+        out.append(
+            f"| {METHOD_TITLES.get(m, m)} | {f['scored']} | {f['parsed']} | {f['never_parsed']} | "
+            f"{f['resampled']} | {f['mean_attempts']:.2f} | {f['empty_candidates']} | {statuses} |"
+        )
+    out.append("")
+
+    out += [
+        "## Cost",
+        "",
+        "| method | questions | LLM calls | prompt tok | completion tok | answer time (s) | "
+        "questions/min | with fallback | scorer tok (in/out) | scorer time (s) |",
+        "|---|" + "---:|" * 9,
+    ]
+    for m in methods:
+        c = rep["cost"][m]
+        qpm = f"{c['questions_per_min']:.2f}" if c["questions_per_min"] else "-"
+        out.append(
+            f"| {METHOD_TITLES.get(m, m)} | {c['questions']} | {c['llm_calls']} | "
+            f"{c['prompt_tokens']} | {c['completion_tokens']} | {c['answer_wall_s']:.1f} | {qpm} | "
+            f"{c['with_fallback']} | {c['scorer_prompt_tokens']}/{c['scorer_completion_tokens']} | "
+            f"{c['scorer_wall_s']:.1f} |"
+        )
+    out.append("")
+
+    if rep.get("coverage"):
+        out += [
+            "## Sub-question coverage (judge: the scorer)",
+            "",
+            "Weighted = (core hits + 0.5 x background hits - follow-up hits) / "
+            "(core + 0.5 x background); 1 is ideal. Context = share of core sub-questions "
+            "the retrieved passages can answer (judged 0-5, answerable at >= threshold), next "
+            "to the answer's core coverage on the same questions.",
+            "",
+            "| method | judged | ok | core | background | follow-up | weighted [95% CI] | "
+            "context core | answer core (same q) | failures |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for m in methods:
+            c = rep["coverage"].get(m)
+            if not c:
+                continue
+            k = c["kinds"]
+            fails = ", ".join(f"{s}: {n}" for s, n in sorted(c["failed"].items())) or "0"
+            if c["context_failed"]:
+                fails += f"; context: {c['context_failed']}"
+            out.append(
+                f"| {METHOD_TITLES.get(m, m)} | {c['judged']} | {c['ok']} | "
+                f"{_fmt(_est(k['core']), 100, 1)} | {_fmt(_est(k['background']), 100, 1)} | "
+                f"{_fmt(_est(k['follow_up']), 100, 1)} | {_fmt(_est(c['weighted']), 1, 3, ci=True)} | "
+                f"{_fmt(_est(c['context']), 100, 1)} | "
+                f"{_fmt(_est(c['answer_core_on_context_questions']), 100, 1)} | {fails} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def write_report(run_dir: Path, settings: Settings, out_dir: Path | None = None) -> ReportFiles:
+    """Write report.md, report.json and the per-type PNG (into ``out_dir`` or the run)."""
+    run_dir = Path(run_dir)
+    out_dir = Path(out_dir or run_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rep = build_report(run_dir, settings)
+    figure: Path | None = None
+    if rep["methods"] and rep["types"]:
+        scorer = rep["scorer"].get("name") or rep["scorer"].get("model")
+        mpr = {
+            t: {m: _est(v["mpr"]) for m, v in cells.items() if v.get("mpr")}
+            for t, cells in rep["per_type"].items()
+        }
+        figure = plot_mpr_by_type(
+            mpr,  # type: ignore[arg-type]
+            rep["types"],
+            rep["methods"],
+            out_dir / FIGURE,
+            title=f"Wiki-NFQA MPR by question type (scorer: {scorer}; bars: 95% CI)",
+        )
+    md = out_dir / "report.md"
+    md.write_text(render_markdown(rep, figure), encoding="utf-8")
+    js = out_dir / "report.json"
+    js.write_text(json.dumps(_finite(rep), indent=1, default=_jsonable), encoding="utf-8")
+    return ReportFiles(markdown=md, json=js, figure=figure)
+
+
+def _finite(value: Any) -> Any:
+    """NaN (a mean over no questions) becomes null, so report.json is strict JSON."""
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Counter):
+        return dict(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

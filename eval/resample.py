@@ -1,0 +1,94 @@
+"""Ask a judge LLM for a batch of verdicts, and resample only the ones that did not parse.
+
+Every round is one ``engine.generate`` call over all still-unparsed requests,
+each round with a new seed (``seed + round``), for at most ``max_resamples``
+extra rounds. What never parses is returned with its last failure reason, so
+reports can count it instead of guessing a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from typed_rag.engines.base import ChatRequest, Engine
+
+T = TypeVar("T")
+
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    """A parse result: ``value`` when ``status == "ok"``, else the reason it failed."""
+
+    value: T | None
+    status: str = OK
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """The verdict of one request after all its attempts, with what it cost."""
+
+    value: T | None
+    status: str
+    attempts: int
+    outputs: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+Parser = Callable[[int, str], Parsed[T]]
+
+
+async def generate_until_parsed(
+    engine: Engine,
+    requests: Sequence[ChatRequest],
+    parse: Parser[T],
+    max_resamples: int,
+    seed: int,
+) -> list[Outcome[T]]:
+    """Run ``requests`` as one batch, then re-ask the unparsed ones with new seeds.
+
+    ``parse(i, text)`` judges the output of request ``i``.
+    """
+    if max_resamples < 0:
+        raise ValueError("max_resamples must be >= 0")
+    outcomes: list[Outcome[T]] = [Outcome(None, "not-run", 0) for _ in requests]
+    pending = list(range(len(requests)))
+    for round_no in range(max_resamples + 1):
+        if not pending:
+            break
+        batch = [dataclasses.replace(requests[i], seed=seed + round_no) for i in pending]
+        results = await engine.generate(batch)
+        if len(results) != len(batch):
+            raise RuntimeError(
+                f"engine {engine.name} returned {len(results)} results for {len(batch)} requests"
+            )
+        still: list[int] = []
+        for i, res in zip(pending, results, strict=True):
+            out = outcomes[i]
+            out.attempts += 1
+            out.outputs.append(res.text)
+            out.prompt_tokens += res.prompt_tokens
+            out.completion_tokens += res.completion_tokens
+            out.latency_s += res.latency_s
+            parsed = parse(i, res.text)
+            out.status = parsed.status
+            if parsed.ok:
+                out.value = parsed.value
+            else:
+                still.append(i)
+        pending = still
+    return outcomes

@@ -1,0 +1,183 @@
+"""The resumable run: batches, append-as-you-go, and resuming without duplicates or recomputation."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eval.labels import classify_questions
+from eval.runner import ANSWERS, SCORES, EvalAborted, EvalRunner, parse_methods
+from eval.store import JsonlStore
+from eval.wikinfqa import load_wikinfqa
+from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
+from typed_rag.config import Settings, load_settings
+from typed_rag.engines.fake import FakeEngine
+from typed_rag.errors import UserError
+
+
+@pytest.fixture
+def eval_settings(settings: Settings, nfqa_dir: Path) -> Settings:
+    return load_settings(
+        None,
+        **{
+            "home": str(settings.home),
+            "engine.backend": "fake",
+            "eval.data_dir": str(nfqa_dir),
+            "eval.batch_size": 3,
+            "eval.score_batch_size": 4,
+            "eval.bootstrap": 100,
+        },
+    )
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def keys(path: Path) -> list[tuple[str, str]]:
+    return [(r["method"], r["question_id"]) for r in lines(path)]
+
+
+async def test_full_run_answers_in_batches_and_scores_everything(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq,squad").records
+    labels = classify_questions(records, KeywordClassifier())
+    answerer = StandInAnswerer()
+    engine = FakeEngine(linkage_responder({"typed-rag": 1, "rag": 2, "llm": 3}))
+    runner = EvalRunner(
+        eval_settings,
+        tmp_path / "run",
+        answerer=answerer,
+        scorer_engine=engine,
+        labels=labels,
+        progress=False,
+    )
+    stats = await runner.run(records, ["llm", "rag", "typed-rag"])
+    assert answerer.batches == [3, 3, 3] * 3  # 9 questions per method in batches of 3
+    assert stats.answers["rag"].computed == 9 and stats.scores.computed == 27
+    assert [len(b) for b in engine.batches] == [4] * 6 + [3]  # 27 scorer requests, 4 per call
+    scores = lines(tmp_path / "run" / SCORES)
+    by_method = {(r["method"], r["question_id"]): r for r in scores}
+    assert by_method[("typed-rag", "nq_0")]["rank"] == 1
+    assert by_method[("llm", "nq_1")]["rank"] == 3
+    assert by_method[("rag", "nq_1")]["n"] == 2  # labels (0,3,0,3,...) -> 2 references
+    assert by_method[("rag", "nq_0")]["type"] == "REASON"
+    assert [ref["label"] for ref in by_method[("rag", "nq_0")]["references"]] == [3, 2, 1, 0]
+    answers = lines(tmp_path / "run" / ANSWERS)
+    assert answers[0]["result"]["calls"][0]["prompt_tokens"] == 100
+
+
+async def test_interrupted_run_resumes_without_duplicates_or_recomputation(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq,squad").records
+    run_dir = tmp_path / "run"
+    # First run: the generator dies after 4 questions, inside the second batch; that batch is
+    # retried one by one, every retry fails too -> abort, keeping the first batch.
+    crashing = StandInAnswerer(fail_after=4)
+    runner = EvalRunner(
+        eval_settings,
+        run_dir,
+        answerer=crashing,
+        scorer_engine=FakeEngine(linkage_responder()),
+        progress=False,
+    )
+    with pytest.raises(EvalAborted):
+        await runner.run(records, ["rag", "typed-rag"])
+    first = keys(run_dir / ANSWERS)
+    assert first == [("rag", "nq_0"), ("rag", "nq_1"), ("rag", "nq_2")]
+    assert not (run_dir / SCORES).exists()
+    errors = lines(run_dir / "errors.jsonl")
+    assert {e["question_id"] for e in errors} == {"nq_3", "nq_4", "squad_0"}
+
+    # Second run: a healthy generator; the scorer dies after its first batch.
+    calls = {"n": 0}
+
+    def flaky(req):
+        if calls["n"] >= 4:
+            raise RuntimeError("scorer crashed")
+        calls["n"] += 1
+        return "[[2]]"
+
+    healthy = StandInAnswerer()
+    runner = EvalRunner(
+        eval_settings, run_dir, answerer=healthy, scorer_engine=FakeEngine(flaky), progress=False
+    )
+    with pytest.raises(RuntimeError, match="scorer crashed"):
+        await runner.run(records, ["rag", "typed-rag"])
+    asked = Counter(healthy.asked)
+    assert max(asked.values()) == 1  # nothing asked twice
+    assert ("rag", "why do leaves change color in autumn") not in asked  # nq_0 was done
+    assert (
+        sum(1 for m, _ in asked if m == "rag") == 6
+        and sum(1 for m, _ in asked if m == "typed-rag") == 9
+    )
+    assert len(keys(run_dir / SCORES)) == 4
+
+    # Third run: everything healthy; only the 14 missing scores are computed, nothing re-answered.
+    third = StandInAnswerer()
+    engine = FakeEngine(linkage_responder())
+    stats = await EvalRunner(
+        eval_settings, run_dir, answerer=third, scorer_engine=engine, progress=False
+    ).run(records, ["rag", "typed-rag"])
+    assert third.asked == [] and third.started == 0  # no answer phase work at all
+    assert stats.scores.done_before == 4 and stats.scores.computed == 14
+    assert len(engine.calls) == 14
+    for name in (ANSWERS, SCORES):
+        ks = keys(run_dir / name)
+        assert len(ks) == len(set(ks)) == 18
+
+    # Fourth run: nothing left to do, no factory is even called.
+    def must_not_build():
+        raise AssertionError("should not be built")
+
+    stats = await EvalRunner(
+        eval_settings,
+        run_dir,
+        answerer=must_not_build,
+        scorer_engine=must_not_build,
+        progress=False,
+    ).run(records, ["rag", "typed-rag"])
+    assert stats.scores.computed == 0 and stats.answers["rag"].done_before == 9
+
+
+async def test_factories_are_started_and_closed(eval_settings: Settings, tmp_path: Path) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq,squad").records[:2]
+    made = StandInAnswerer()
+    engine = FakeEngine(linkage_responder())
+    await EvalRunner(
+        eval_settings,
+        tmp_path / "r",
+        answerer=lambda: made,
+        scorer_engine=lambda: engine,
+        progress=False,
+    ).run(records, ["llm"])
+    assert made.started == 1 and made.closed == 1
+
+
+def test_torn_last_line_is_dropped_and_recomputed(tmp_path: Path) -> None:
+    path = tmp_path / "answers.jsonl"
+    path.write_text(
+        json.dumps({"method": "rag", "question_id": "a"}) + "\n" + '{"method": "rag", "questi'
+    )
+    store = JsonlStore(path)
+    assert len(store) == 1 and path.read_text().endswith("}\n")
+    assert (
+        store.append([{"method": "rag", "question_id": "a"}, {"method": "rag", "question_id": "b"}])
+        == 1
+    )
+    assert [r["question_id"] for r in lines(path)] == ["a", "b"]
+    # a read-only reader of a live run never truncates
+    path.write_text(path.read_text() + '{"torn')
+    JsonlStore(path, readonly=True)
+    assert path.read_text().endswith('{"torn')
+
+
+def test_parse_methods() -> None:
+    assert parse_methods("typed-rag, LLM") == ["typed-rag", "llm"]
+    with pytest.raises(UserError, match="unknown method"):
+        parse_methods("llm,hyde")

@@ -1,0 +1,91 @@
+"""Type labels (classifier, storage, distribution) and stratified selection."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eval.labels import (
+    PAPER_TYPE_COUNTS,
+    classify_questions,
+    distribution_table,
+    load_labels,
+    save_labels,
+)
+from eval.selection import first_per_subset, select_questions, stratified_sample
+from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
+from tests.eval.conftest import KeywordClassifier
+from typed_rag.errors import UserError
+
+
+def synthetic(n_per_subset: dict[str, int]) -> list[WikiNFQARecord]:
+    out = []
+    for subset, n in n_per_subset.items():
+        for i in range(n):
+            out.append(WikiNFQARecord(subset, f"{subset}_{i}", f"q{i}", ("a", "b"), (0, 3)))
+    return out
+
+
+def test_labels_round_trip_and_distribution(nfqa_dir: Path, tmp_path: Path) -> None:
+    records = load_wikinfqa(nfqa_dir, "nq,squad").records
+    labels = classify_questions(records, KeywordClassifier(), min_confidence=0.5, batch_size=4)
+    assert labels["nq_2"].type == "COMPARISON" and labels["nq_1"].type == "INSTRUCTION"
+    path = save_labels(labels, tmp_path / "labels.json", source="keywords")
+    assert path.with_suffix(".csv").read_text().startswith("question_id,subset,type")
+    assert load_labels(path) == labels
+    table = distribution_table(labels)
+    assert "| REASON | 3 |" in table
+    assert f"| EVIDENCE-BASED | 0 | 0.0 | {PAPER_TYPE_COUNTS['EVIDENCE-BASED']} |" in table
+    assert "| total | 9 | 100.0 | 945 | 100.0 |" in table
+
+
+def test_bad_labels_file_is_a_user_error(tmp_path: Path) -> None:
+    bad = tmp_path / "l.json"
+    bad.write_text('{"labels": [{"question_id": "a", "type": "POEM"}]}')
+    with pytest.raises(UserError, match="malformed"):
+        load_labels(bad)
+    with pytest.raises(UserError, match="not found"):
+        load_labels(tmp_path / "missing.json")
+
+
+def test_first_per_subset() -> None:
+    recs = synthetic({"nq": 5, "squad": 2})
+    assert [r.question_id for r in first_per_subset(recs, 3)] == [
+        "nq_0",
+        "nq_1",
+        "nq_2",
+        "squad_0",
+        "squad_1",
+    ]
+
+
+def test_stratified_sample_keeps_cell_shares_and_is_deterministic() -> None:
+    recs = synthetic({"nq": 60, "squad": 40})
+    from eval.labels import QuestionLabel
+
+    # nq: 45 REASON + 15 DEBATE; squad: 40 REASON
+    labels = {
+        r.question_id: QuestionLabel(
+            r.question_id,
+            r.subset,
+            "DEBATE" if r.subset == "nq" and int(r.question_id[3:]) < 15 else "REASON",
+            0.9,
+            True,
+        )
+        for r in recs
+    }
+    a = stratified_sample(recs, labels, 20, seed=1)
+    b = stratified_sample(recs, labels, 20, seed=1)
+    assert a == b and len(a) == 20
+    cells = Counter((r.subset, labels[r.question_id].type) for r in a)
+    assert cells == {("nq", "REASON"): 9, ("nq", "DEBATE"): 3, ("squad", "REASON"): 8}
+    assert stratified_sample(recs, labels, 20, seed=2) != a
+    assert [r.question_id for r in a] == sorted(
+        (r.question_id for r in a), key=[x.question_id for x in recs].index
+    )  # input order kept
+    assert len(select_questions(recs, labels, limit=10, sample=7)) == 7
+    assert select_questions(recs, labels, sample=500) == recs
+    with pytest.raises(UserError):
+        stratified_sample(recs, labels, 0)
