@@ -9,9 +9,12 @@ pass messages, never raw prompt strings.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class EngineError(RuntimeError):
@@ -85,3 +88,19 @@ class Engine(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def gather_or_cancel(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Run concurrent calls; if one fails or the caller is cancelled, cancel and reap the rest.
+
+    Backends that take one request per call (vLLM, HTTP) use it so a batch is
+    submitted together and a departed client stops all of its work.
+    """
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -17,7 +17,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
-from typed_rag.engines.base import ChatRequest, ChatResult, Engine, EngineError, StreamDelta
+from typed_rag.engines.base import (
+    ChatRequest,
+    ChatResult,
+    Engine,
+    EngineError,
+    StreamDelta,
+    gather_or_cancel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +181,8 @@ class OpenAIEngine(Engine):
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         await self.start()
-        tasks = [asyncio.ensure_future(self._one(req)) for req in requests]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()  # closes their connections; the server aborts them
-            raise
+        # cancelling a request closes its connection / aborts it in the engine
+        return await gather_or_cancel([self._one(req) for req in requests])
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         await self.start()

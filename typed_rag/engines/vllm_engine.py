@@ -19,7 +19,14 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from typed_rag.engines.base import ChatRequest, ChatResult, Engine, EngineError, StreamDelta
+from typed_rag.engines.base import (
+    ChatRequest,
+    ChatResult,
+    Engine,
+    EngineError,
+    StreamDelta,
+    gather_or_cancel,
+)
 
 if TYPE_CHECKING:
     from typed_rag.config import Settings
@@ -192,17 +199,9 @@ class VllmEngine(Engine):
         )
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        import asyncio
-
         await self.start()
-        tasks = [asyncio.ensure_future(self._one(req)) for req in requests]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()  # each aborts its request in the engine
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        # cancelling a request closes its connection / aborts it in the engine
+        return await gather_or_cancel([self._one(req) for req in requests])
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         start = time.perf_counter()
