@@ -346,13 +346,18 @@ class CoverageJudge:
         self.answerable_threshold = answerable_threshold
 
     @classmethod
-    def from_settings(cls, engine: Engine, settings: Settings) -> CoverageJudge:
+    def from_settings(
+        cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
+    ) -> CoverageJudge:
+        """Judge options from the run's ``settings.eval``; sampling from the scorer's settings
+        (``scorer_settings``, default ``settings``)."""
+        sampling = (scorer_settings or settings).sampling
         return cls(
             engine,
             max_resamples=settings.eval.max_resamples,
-            seed=settings.sampling.seed,
-            temperature=settings.sampling.temperature,
-            top_p=settings.sampling.top_p,
+            seed=sampling.seed,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
             max_tokens=settings.eval.coverage_max_tokens,
             answerable_threshold=settings.eval.answerable_threshold,
         )

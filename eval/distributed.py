@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.labels import QuestionLabel
+from eval.linkage import LinkageScorer
 from eval.manifest import scorer_name
 from eval.runner import (
     ChunkAnswers,
@@ -39,7 +40,6 @@ from eval.runner import (
     RunStats,
     _Lazy,
     answer_chunk,
-    linkage_scorer,
     score_chunk,
 )
 from eval.wikinfqa import WikiNFQARecord
@@ -171,7 +171,7 @@ class EvalWorker:
         if self._scorer is None:
             await self._answerer.close()  # the generator leaves before the scorer loads
             engine = await self._engine.get()
-            self._scorer = linkage_scorer(engine, self.settings, self.scorer_settings)
+            self._scorer = LinkageScorer.from_settings(engine, self.settings, self.scorer_settings)
         seed = self.settings.eval.reference_seed
         return await score_chunk(
             self._scorer, chunk, seed, scorer_name(self.scorer_settings), self.labels

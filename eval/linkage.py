@@ -182,15 +182,19 @@ class LinkageScorer:
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_settings(cls, engine: Engine, settings: Settings) -> LinkageScorer:
-        """Sampling comes from the scorer's settings; LINKAGE options from ``settings.eval``."""
+    def from_settings(
+        cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
+    ) -> LinkageScorer:
+        """LINKAGE options from the run's ``settings.eval``; sampling from the scorer's settings
+        (``scorer_settings``, default ``settings``)."""
+        sampling = (scorer_settings or settings).sampling
         return cls(
             engine,
             off_by_one=settings.eval.paper_off_by_one,
             max_resamples=settings.eval.max_resamples,
-            seed=settings.sampling.seed,
-            temperature=settings.sampling.temperature,
-            top_p=settings.sampling.top_p,
+            seed=sampling.seed,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
             max_tokens=settings.eval.scorer_max_tokens,
         )
 

@@ -175,20 +175,6 @@ async def answer_chunk(
     )
 
 
-def linkage_scorer(engine: Engine, settings: Settings, scorer_settings: Settings) -> LinkageScorer:
-    """LINKAGE options are the run's settings; sampling is the scorer's own."""
-    sampling = scorer_settings.sampling
-    return LinkageScorer(
-        engine,
-        off_by_one=settings.eval.paper_off_by_one,
-        max_resamples=settings.eval.max_resamples,
-        seed=sampling.seed,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        max_tokens=settings.eval.scorer_max_tokens,
-    )
-
-
 async def score_chunk(
     scorer: LinkageScorer,
     chunk: Sequence[tuple[str, WikiNFQARecord, Mapping[str, Any]]],
@@ -395,7 +381,9 @@ class EvalRunner:
         todo, counts = self._pending_scores(records, methods)
         if not todo:
             return counts
-        scorer = linkage_scorer(await self._scorer.get(), self.settings, self.scorer_settings)
+        scorer = LinkageScorer.from_settings(
+            await self._scorer.get(), self.settings, self.scorer_settings
+        )
         seed = self.settings.eval.reference_seed
         name = scorer_name(self.scorer_settings)
         size = max(1, self.settings.eval.score_batch_size)
@@ -433,16 +421,7 @@ class EvalRunner:
     # ------------------------------------------------------------------ phase 3
 
     def _judge(self, engine: Engine) -> CoverageJudge:
-        sampling = self.scorer_settings.sampling
-        return CoverageJudge(
-            engine,
-            max_resamples=self.settings.eval.max_resamples,
-            seed=sampling.seed,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=self.settings.eval.coverage_max_tokens,
-            answerable_threshold=self.settings.eval.answerable_threshold,
-        )
+        return CoverageJudge.from_settings(engine, self.settings, self.scorer_settings)
 
     async def _decompose(self, records: Sequence[WikiNFQARecord]) -> PhaseCounts:
         pending = [r for r in records if r.question_id not in self.subquestions]
