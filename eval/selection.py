@@ -1,9 +1,11 @@
 """Which questions a run evaluates: all, the first N of each subset, or a stratified sample.
 
-A small sample drawn at random could miss a rare type (36 Comparison
-questions in 945) or a small subset; stratifying by (subset, type) with
-proportional, largest-remainder allocation keeps each cell's share, so a
-100-question smoke run looks like the benchmark in miniature.
+The benchmark is reported per subset (the paper's Table 3), so a sample
+first splits its size evenly over the subsets (a subset smaller than its
+share gives the rest to the others); --sample 30 is 5 questions from each
+of the six. Within a subset the share is split over the question types in
+proportion to their counts (largest remainder), so the sample keeps each
+subset's type mix.
 """
 
 from __future__ import annotations
@@ -29,32 +31,58 @@ def first_per_subset(records: Sequence[WikiNFQARecord], limit: int) -> list[Wiki
     return out
 
 
+def _largest_remainder(weights: Mapping[str, float], size: int) -> dict[str, int]:
+    """Split ``size`` in proportion to ``weights``; ties go to the smaller name, for stability."""
+    total = sum(weights.values())
+    quotas = {k: size * w / total for k, w in weights.items()}
+    alloc = {k: int(q) for k, q in quotas.items()}
+    for k in sorted(weights, key=lambda k: (-(quotas[k] - alloc[k]), k))[
+        : size - sum(alloc.values())
+    ]:
+        alloc[k] += 1
+    return alloc
+
+
+def _even_split(sizes: Mapping[str, int], size: int) -> dict[str, int]:
+    """``size`` split evenly over groups, none given more than it has."""
+    alloc = {k: 0 for k in sizes}
+    left = size
+    open_ = sorted(k for k in sizes if sizes[k] > 0)
+    while left > 0 and open_:
+        share, extra = divmod(left, len(open_))
+        for i, k in enumerate(open_):
+            take = min(sizes[k] - alloc[k], share + (1 if i < extra else 0))
+            alloc[k] += take
+            left -= take
+        open_ = [k for k in open_ if alloc[k] < sizes[k]]
+    return alloc
+
+
 def stratified_sample(
     records: Sequence[WikiNFQARecord],
     labels: Mapping[str, QuestionLabel],
     size: int,
     seed: int = 42,
 ) -> list[WikiNFQARecord]:
-    """``size`` questions, proportional to the (subset, type) cells; returned in input order."""
+    """``size`` questions, even over subsets, proportional over types; returned in input order."""
     if size < 1:
         raise UserError(f"--sample must be >= 1, got {size}")
     if size >= len(records):
         return list(records)
-    cells: dict[tuple[str, str], list[int]] = {}
+    by_subset: dict[str, dict[str, list[int]]] = {}
     for i, rec in enumerate(records):
-        cells.setdefault((rec.subset, type_of(labels, rec.question_id)), []).append(i)
-    total = len(records)
-    quotas = {cell: size * len(idx) / total for cell, idx in cells.items()}
-    alloc = {cell: int(q) for cell, q in quotas.items()}
-    left = size - sum(alloc.values())
-    # Largest remainder first; ties broken by cell name so the result is stable.
-    by_remainder = sorted(cells, key=lambda c: (-(quotas[c] - alloc[c]), c))
-    for cell in by_remainder[:left]:
-        alloc[cell] += 1
+        cell = by_subset.setdefault(rec.subset, {})
+        cell.setdefault(type_of(labels, rec.question_id), []).append(i)
+    per_subset = _even_split(
+        {s: sum(map(len, types.values())) for s, types in by_subset.items()}, size
+    )
     rng = random.Random(seed)
     chosen: list[int] = []
-    for cell in sorted(cells):
-        chosen.extend(rng.sample(cells[cell], alloc[cell]))
+    for subset in sorted(by_subset):
+        types = by_subset[subset]
+        alloc = _largest_remainder({t: len(idx) for t, idx in types.items()}, per_subset[subset])
+        for t in sorted(types):
+            chosen.extend(rng.sample(types[t], alloc[t]))
     return [records[i] for i in sorted(chosen)]
 
 

@@ -61,7 +61,7 @@ def test_first_per_subset() -> None:
     ]
 
 
-def test_stratified_sample_keeps_cell_shares_and_is_deterministic() -> None:
+def test_stratified_sample_is_even_over_subsets_and_proportional_over_types() -> None:
     recs = synthetic({"nq": 60, "squad": 40})
     from eval.labels import QuestionLabel
 
@@ -80,7 +80,8 @@ def test_stratified_sample_keeps_cell_shares_and_is_deterministic() -> None:
     b = stratified_sample(recs, labels, 20, seed=1)
     assert a == b and len(a) == 20
     cells = Counter((r.subset, labels[r.question_id].type) for r in a)
-    assert cells == {("nq", "REASON"): 9, ("nq", "DEBATE"): 3, ("squad", "REASON"): 8}
+    # 10 per subset; nq's 10 split 3:1 between its types (7.5 : 2.5, tie to DEBATE by name)
+    assert cells == {("nq", "REASON"): 7, ("nq", "DEBATE"): 3, ("squad", "REASON"): 10}
     assert stratified_sample(recs, labels, 20, seed=2) != a
     assert [r.question_id for r in a] == sorted(
         (r.question_id for r in a), key=[x.question_id for x in recs].index
@@ -89,3 +90,10 @@ def test_stratified_sample_keeps_cell_shares_and_is_deterministic() -> None:
     assert select_questions(recs, labels, sample=500) == recs
     with pytest.raises(UserError):
         stratified_sample(recs, labels, 0)
+
+
+def test_stratified_sample_gives_a_small_subsets_unused_share_to_the_others() -> None:
+    recs = synthetic({"nq": 50, "squad": 3, "trivia": 50})
+    labels: dict = {}
+    got = Counter(r.subset for r in stratified_sample(recs, labels, 30, seed=3))
+    assert got == {"squad": 3, "nq": 14, "trivia": 13}
