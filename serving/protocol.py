@@ -126,6 +126,7 @@ class TypedRAGInfo(BaseModel):
     type_source: str | None = None
     probabilities: dict[str, float] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict)
+    constraints: dict[str, Any] | None = None  # include/exclude subtopics found in the question
     citations: list[Citation] = Field(default_factory=list)
     sub_answers: list[dict[str, Any]] = Field(default_factory=list)
     fallbacks: list[str] = Field(default_factory=list)
@@ -151,6 +152,7 @@ class TypedRAGInfo(BaseModel):
             type_source=result.type_source,
             probabilities=result.probabilities,
             plan=result.plan,
+            constraints=result.constraints,
             citations=[
                 Citation(
                     citation=p.citation,

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -46,6 +46,18 @@ class RetrievalSettings(BaseModel):
     # "auto" picks numba when installed. See benchmarks/retrieval_bench.py.
     backend: Literal["auto", "numpy", "numba"] = "auto"
     n_threads: int = 1  # threads for one batched search (numba: parallel over queries)
+    # Which retriever answers: BM25, the dense index in <index_dir>/dense (built by
+    # `typed-rag index build --dense`), or both fused by reciprocal rank fusion.
+    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
+    dense_model: str = "all-MiniLM-L6-v2"  # registry name or local sentence-transformers folder
+    # Encoder compute dtype (passages and queries); stored vectors are float16 either way.
+    dense_dtype: Literal["float32", "bfloat16"] = "float32"
+    dense_max_length: int = 256  # tokens per passage/query; longer text is truncated
+    dense_batch_size: int = 64
+    dense_device: str = "cpu"  # torch device of the encoder, e.g. "cuda:0"
+    dense_threads: int | None = None  # torch CPU threads for encoding (None: torch's default)
+    rrf_k: int = 60  # reciprocal rank fusion constant: score = sum 1 / (rrf_k + rank)
+    fusion_depth: int = 100  # candidates taken from each retriever before fusion
 
 
 class RerankerSettings(BaseModel):
@@ -143,6 +155,39 @@ class ServerSettings(BaseModel):
     ui: bool = True
 
 
+class ConstraintSettings(BaseModel):
+    """Coverage-conditioned questions ("explain X, but skip Y"): include/exclude subtopics.
+
+    ``off`` sends the question through unchanged; ``cue`` runs the LLM detector
+    only when the question has an instruction cue (skip, only, focus, ...), so
+    most questions pay nothing; ``always`` runs it on every question.
+    """
+
+    mode: Literal["off", "cue", "always"] = "off"
+
+
+class AugmentSettings(BaseModel):
+    """Core sub-question retrieval augmentation (Xie et al.): which types use it, and its sizes."""
+
+    # Question types (nf-cats labels) answered by the augmented pipeline instead
+    # of their own; e.g. ["EVIDENCE-BASED"], or every label for all types.
+    types: list[str] = Field(default_factory=list)
+    max_sub_questions: int = 3  # core sub-questions asked of the planner
+    pool_per_query: int = 10  # passages retrieved per query (question + each sub-question)
+
+    @field_validator("types", mode="before")
+    @classmethod
+    def _known_types(cls, value: Any) -> Any:
+        """Accept "A,B" (from --set) and any label spelling; a ValueError names a bad one."""
+        from typed_rag.types import QuestionType
+
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        if isinstance(value, list):
+            return [QuestionType.parse(v).value if isinstance(v, str) else v for v in value]
+        return value
+
+
 class EvalSettings(BaseModel):
     """Wiki-NFQA location and LINKAGE scoring options."""
 
@@ -182,6 +227,8 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
+    constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
+    augment: AugmentSettings = Field(default_factory=AugmentSettings)
 
     @classmethod
     def settings_customise_sources(

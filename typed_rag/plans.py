@@ -113,6 +113,17 @@ SUB_QUERY_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+
+def core_sub_question_schema(limit: int) -> dict[str, Any]:
+    return {
+        "title": "core_sub_questions",
+        "type": "object",
+        "properties": {"sub_questions": {**_STR_LIST, "minItems": 1, "maxItems": limit}},
+        "required": ["sub_questions"],
+        "additionalProperties": False,
+    }
+
+
 DEBATE_SCHEMA: dict[str, Any] = {
     "title": "debate_plan",
     "type": "object",
@@ -324,6 +335,15 @@ def parse_sub_queries(text: str) -> DecompositionPlan:
         value = _get(data, "sub_queries", "subqueries", "queries", "multiple_sub_queries")
         data = value if value is not None else _only_list(data)
     return DecompositionPlan(_string_list(data, "sub_queries", MIN_SUB_QUERIES, MAX_SUB_QUERIES))
+
+
+def parse_core_sub_questions(text: str, limit: int = MAX_SUB_QUERIES) -> DecompositionPlan:
+    """1 to ``limit`` core sub-questions (any of the sub-query key spellings)."""
+    data = extract_json(text)
+    if isinstance(data, dict):
+        value = _get(data, "sub_questions", "subquestions", "core", "sub_queries", "questions")
+        data = value if value is not None else _only_list(data)
+    return DecompositionPlan(_string_list(data, "sub_questions", 1, limit))
 
 
 def parse_debate(text: str) -> DebatePlan:

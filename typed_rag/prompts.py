@@ -209,6 +209,27 @@ def aggregation_messages(question: str, pairs: Sequence[tuple[str, str]]) -> Mes
     return _msgs(AGGREGATOR_SYSTEM, user)
 
 
+# --- Core sub-question augmentation (beyond the paper) -------------------------------
+
+
+def core_sub_question_messages(question: str, limit: int) -> Messages:
+    """The 1-``limit`` sub-questions any complete answer must address (Xie et al.'s "core")."""
+    user = (
+        "Act as a query analyst. List the core sub-questions of the question below: the "
+        "points that any complete answer must address, each a self-contained question "
+        "about the question's own subject. Leave out background and follow-up questions.\n\n"
+        "### Output format\n"
+        f'{{"sub_questions": [1 to {limit} strings]}}\n\n'
+        "### Example\n"
+        'Question: "What causes inflation in an economy?"\n'
+        'Output: {"sub_questions": ["how does growth of the money supply raise prices", '
+        '"how do rising demand and production costs push up prices"]}\n\n'
+        f"### Question\n{question}\n\n"
+        "### Output\n"
+    )
+    return _msgs(ANALYST_SYSTEM, user)
+
+
 # --- Debate ----------------------------------------------------------------------------
 
 

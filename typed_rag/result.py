@@ -58,6 +58,9 @@ class Result(BaseModel):
     probabilities: dict[str, float] = Field(default_factory=dict)
     type_source: str = "classifier"  # "classifier" | "forced" | "low-confidence-default" | "none"
     plan: dict[str, Any] = Field(default_factory=dict)
+    # Coverage constraints found in the question: core question, include,
+    # exclude, and what they dropped from or added to the plan. None: not asked.
+    constraints: dict[str, Any] | None = None
     sub_answers: list[SubAnswer] = Field(default_factory=list)
     passages: list[CitedPassage] = Field(default_factory=list)
     calls: list[LLMCall] = Field(default_factory=list)

@@ -26,6 +26,13 @@ from typing import Any
 
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.config import SamplingSettings, Settings
+from typed_rag.constraints import (
+    CONSTRAINT_SCHEMA,
+    detection_messages,
+    has_cue,
+    parse_constraints,
+    with_instructions,
+)
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
@@ -246,21 +253,6 @@ class TypedRAG:
         result = Result(question=question, mode=mode)
         result.timings = {stage: 0.0 for stage in ("classify", "plan", "retrieve", "rerank")}
         result.timings.update(sub_answers=0.0, generate=0.0)
-        if classified is not None:
-            prediction, result.timings["classify"] = classified
-        elif force_type is None:
-            t0 = time.perf_counter()
-            (prediction,) = await self.classify([question])
-            result.timings["classify"] = time.perf_counter() - t0
-        else:
-            prediction = None
-        routing = self.route(prediction, force_type)
-        result.type = routing.type.value
-        result.type_source = routing.source
-        if routing.prediction is not None:
-            result.predicted_type = routing.prediction.type.value
-            result.probabilities = dict(routing.prediction.probabilities)
-
         ctx = Context(
             question=question,
             settings=self.settings,
@@ -272,12 +264,29 @@ class TypedRAG:
             seed=self.settings.sampling.seed if seed is None else seed,
             sampling=_sampling(self.settings.sampling, sampling),
         )
+        if mode == "typed-rag" and await self._detect_constraints(ctx):
+            classified = None  # classify the core question, without the instruction
+        if classified is not None:
+            prediction, result.timings["classify"] = classified
+        elif force_type is None:
+            t0 = time.perf_counter()
+            (prediction,) = await self.classify([ctx.question])
+            result.timings["classify"] = time.perf_counter() - t0
+        else:
+            prediction = None
+        routing = self.route(prediction, force_type)
+        result.type = routing.type.value
+        result.type_source = routing.source
+        if routing.prediction is not None:
+            result.predicted_type = routing.prediction.type.value
+            result.probabilities = dict(routing.prediction.probabilities)
+
         if mode == "typed-rag" and routing.source == "none":
             ctx.fallback("classify: no classifier loaded -> EVIDENCE-BASED (plain rag)")
         if mode != "llm" and self.retriever is None:
             ctx.fallback(f"{mode}: no retriever configured -> answered without passages")
         try:
-            final = await pipeline_for(mode, routing.type)(ctx)
+            final = await pipeline_for(mode, routing.type, self.settings.augment.types)(ctx)
         except UserError:
             raise
         except Exception:
@@ -289,7 +298,38 @@ class TypedRAG:
                 question[:200],
             )
             raise
+        final.messages = with_instructions(final.messages, ctx.constraints)
         return ctx, final, start
+
+    async def _detect_constraints(self, ctx: Context) -> bool:
+        """Find include/exclude subtopics in the question (``constraints.mode``).
+
+        On success the context carries them and its question becomes the core
+        question; returns whether the question changed. A detector reply that
+        never parses is a recorded fallback, and the question goes on as is.
+        """
+        mode = self.settings.constraints.mode
+        if mode == "off" or (mode == "cue" and not has_cue(ctx.question)):
+            return False
+        original = ctx.question
+        trace: dict[str, Any] = {}
+        found = await ctx.plan(
+            "constraints",
+            detection_messages(original),
+            CONSTRAINT_SCHEMA,
+            lambda text: parse_constraints(text, original),
+            trace=trace,
+        )
+        if found is None:
+            ctx.fallback("constraints: detector output unparseable -> question used as is")
+            ctx.result.constraints = {"detected": False, **trace}
+            return False
+        ctx.result.constraints = {"detected": not found.empty, **found.to_trace(), **trace}
+        if found.empty:
+            return False
+        ctx.constraints = found
+        ctx.question = found.question
+        return found.question != original
 
     @staticmethod
     def _finish(ctx: Context, start: float) -> Result:

@@ -79,6 +79,12 @@ def plan_markdown(info: dict[str, Any] | None) -> str:
         return EMPTY_PLAN
     plan = info.get("plan") or {}
     lines: list[str] = []
+    found = info.get("constraints") or {}
+    if found.get("detected"):
+        lines.append("**Coverage instructions**")
+        lines.extend(f"- include: {t}" for t in found.get("include", []))
+        lines.extend(f"- leave out: {t}" for t in found.get("exclude", []))
+        lines.append("")
     for key, value in plan.items():
         title = key.replace("_", " ").capitalize()
         if isinstance(value, list):

@@ -92,7 +92,7 @@ async def test_comparison_dedups_by_id_reranks_against_question(
 
 
 async def test_comparison_union_without_reranker_interleaves_keywords(make_rag) -> None:
-    from typed_rag.pipelines.comparison import union_by_id
+    from typed_rag.pipelines.plain import union_by_id
     from typed_rag.retrieval import Passage
 
     a = [Passage("1", "t", "x"), Passage("2", "t", "x")]

@@ -24,6 +24,10 @@ VALID_PLANS: dict[str, str] = {
     "sub_query_plan": json.dumps(
         {"sub_queries": ["why do leaves change color", "what happens to chlorophyll in autumn"]}
     ),
+    "core_sub_questions": json.dumps(
+        {"sub_questions": ["what happens to chlorophyll in autumn", "which pigments remain"]}
+    ),
+    "coverage_constraints": json.dumps({"question": "", "include": [], "exclude": []}),
     "debate_plan": json.dumps(
         {
             "debate_topic": "nuclear power",

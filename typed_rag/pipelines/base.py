@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from typed_rag.config import SamplingSettings, Settings
+from typed_rag.constraints import Constraints, enforce, named_in, with_instructions
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine
 from typed_rag.plans import PlanError
 from typed_rag.prompts import Messages
@@ -52,6 +53,8 @@ class Context:
     top_k: int = 5
     seed: int = 42
     sampling: SamplingSettings | None = None  # per-request override of settings.sampling
+    # Include/exclude subtopics detected in the question (``question`` is then its core).
+    constraints: Constraints | None = None
     rounds: int = 0
     _cited: dict[str, CitedPassage] = field(default_factory=dict)
 
@@ -121,11 +124,16 @@ class Context:
         messages: Messages,
         schema: dict[str, Any],
         parser: Callable[[str], P],
+        trace: dict[str, Any] | None = None,
     ) -> P | None:
         """Ask for a plan under ``schema``; retry with a new seed; None after the last try.
 
         Each attempt is its own round. The caller records the fallback it takes.
+        The plan prompt is told the asker's coverage constraints, if any. Attempts
+        (and errors) are recorded in ``trace``, by default ``result.plan``.
         """
+        trace = self.result.plan if trace is None else trace
+        messages = with_instructions(messages, self.constraints)
         attempts = 1 + max(0, (self.sampling or self.settings.sampling).plan_retries)
         errors: list[str] = []
         for attempt in range(attempts):
@@ -141,11 +149,24 @@ class Context:
                 log.debug("plan attempt %d unparseable: %s", attempt + 1, exc)
                 continue
             self.record(step, res)
-            self.result.plan["attempts"] = attempt + 1
+            trace["attempts"] = attempt + 1
             return parsed
-        self.result.plan["attempts"] = attempts
-        self.result.plan["errors"] = errors
+        trace["attempts"] = attempts
+        trace["errors"] = errors
         return None
+
+    def enforce(self, what: str, items: list[str], add_missing: bool = True) -> list[str]:
+        """Plan items after the coverage constraints (see :func:`constraints.enforce`).
+
+        What was dropped or added is recorded under ``result.constraints[what]``.
+        """
+        if self.constraints is None or self.constraints.empty:
+            return items
+        done = enforce(items, self.constraints, add_missing)
+        if done.dropped or done.added:
+            trace = self.result.constraints if self.result.constraints is not None else {}
+            trace[what] = {"dropped": done.dropped, "added": done.added}
+        return done.items
 
     def final_request(self, final: Final) -> ChatRequest:
         return self.request(final.messages)
@@ -171,11 +192,25 @@ class Context:
     # --- retrieval ----------------------------------------------------------------
 
     async def retrieve(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
-        """Top-``k`` per query, off the event loop (BM25 is CPU-bound)."""
+        """Top-``k`` per query, off the event loop (BM25 is CPU-bound).
+
+        With excluded subtopics, twice as many are fetched and the passages that
+        name one go last, so they are only used when nothing else was found.
+        """
         if self.retriever is None:
             return [[] for _ in queries]
+        exclude = self.constraints.exclude if self.constraints else []
+        depth = 2 * k if exclude else k
         with self.timed("retrieve"):
-            return await asyncio.to_thread(self.retriever.search, list(queries), k)
+            hits = await asyncio.to_thread(self.retriever.search, list(queries), depth)
+        if not exclude:
+            return hits
+        out = []
+        for ranked in hits:
+            named = [bool(named_in(f"{p.title} {p.text}", exclude)) for p in ranked]
+            order = sorted(range(len(ranked)), key=lambda i: named[i])  # stable
+            out.append([ranked[i] for i in order][:k])
+        return out
 
     async def rerank(self, query: str, passages: Sequence[Passage], k: int) -> list[Passage]:
         """Reranked top-``k``; without a reranker the given order is kept."""

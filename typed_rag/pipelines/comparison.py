@@ -7,31 +7,9 @@ or superiority); the final prompt is told both the kind and the items.
 from __future__ import annotations
 
 from typed_rag.pipelines.base import Context, Final
-from typed_rag.pipelines.plain import prepare_rag
+from typed_rag.pipelines.plain import prepare_rag, union_by_id
 from typed_rag.plans import COMPARISON_SCHEMA, parse_comparison
 from typed_rag.prompts import comparison_messages, comparison_plan_messages
-from typed_rag.retrieval import Passage
-
-
-def union_by_id(
-    hit_lists: list[list[Passage]], queries: list[str]
-) -> tuple[list[Passage], list[str]]:
-    """Merge ranked lists round-robin (rank 1 of each list first), one entry per passage id.
-
-    Round-robin keeps every keyword represented when no reranker reorders the
-    pool; BM25 scores of different queries are not comparable.
-    """
-    pool: list[Passage] = []
-    sources: list[str] = []
-    seen: set[str] = set()
-    depth = max((len(h) for h in hit_lists), default=0)
-    for rank in range(depth):
-        for hits, query in zip(hit_lists, queries, strict=True):
-            if rank < len(hits) and hits[rank].id not in seen:
-                seen.add(hits[rank].id)
-                pool.append(hits[rank])
-                sources.append(query)
-    return pool, sources
 
 
 async def prepare(ctx: Context) -> Final:
@@ -42,6 +20,7 @@ async def prepare(ctx: Context) -> Final:
         attempts = 1 + ctx.settings.sampling.plan_retries
         ctx.fallback(f"comparison: plan unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
+    plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
     ctx.result.plan.update(plan.to_trace())
     if not plan.is_compare:
         ctx.fallback("comparison: the plan says the question is not a comparison -> rag")

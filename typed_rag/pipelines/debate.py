@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typed_rag.pipelines.base import Context, Final
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
-from typed_rag.plans import DEBATE_SCHEMA, parse_debate
+from typed_rag.plans import DEBATE_SCHEMA, Perspective, parse_debate
 from typed_rag.prompts import debate_plan_messages, mediator_messages
 
 
@@ -19,6 +19,13 @@ async def prepare(ctx: Context) -> Final:
         return await prepare_rag(ctx)
     topic = plan.topic or ctx.question
     plan.topic = topic
+    if ctx.constraints:
+        # A perspective named by an excluded subtopic goes; an included one gets its own.
+        queries = ctx.enforce(
+            "perspectives", [f"{p.perspective}: {p.query}" for p in plan.perspectives]
+        )
+        by_text = {f"{p.perspective}: {p.query}": p for p in plan.perspectives}
+        plan.perspectives = [by_text.get(q) or Perspective(q.split(":")[0], q) for q in queries]
     ctx.result.plan.update(plan.to_trace())
     views = [p.perspective for p in plan.perspectives]
     subs = await answer_sub_queries(

@@ -21,6 +21,7 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
             f"{question_type.value.lower()}: plan unparseable after {attempts} attempts -> rag"
         )
         return await prepare_rag(ctx)
+    plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
     ctx.result.plan.update(plan.to_trace())
     subs = await answer_sub_queries(ctx, plan.sub_queries)
     pairs = [(s.query, s.answer) for s in subs]

@@ -20,6 +20,9 @@ async def prepare(ctx: Context) -> Final:
         attempts = 1 + ctx.settings.sampling.plan_retries
         ctx.fallback(f"experience: plan unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
+    plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
+    if ctx.constraints:  # the wanted subtopics steer the reranking too
+        plan.keywords += [t for t in ctx.constraints.include if t not in plan.keywords]
     ctx.result.plan.update(plan.to_trace())
 
     pool_size = max(ctx.settings.retrieval.experience_pool, ctx.top_k)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.pipelines.base import Context, Final
 from typed_rag.prompts import cited_numbers, llm_messages, rag_messages
 from typed_rag.result import SubAnswer
+from typed_rag.retrieval import Passage
 
 
 async def prepare_llm(ctx: Context) -> Final:
@@ -19,12 +21,40 @@ async def prepare_llm(ctx: Context) -> Final:
 
 
 async def prepare_rag(ctx: Context) -> Final:
-    """Figure 9: top-K passages for the question, then the RAG prompt."""
-    (hits,) = await ctx.retrieve([ctx.question], ctx.top_k)
+    """Figure 9: top-K passages for the question, then the RAG prompt.
+
+    With coverage constraints, each included subtopic the question does not
+    name gets its own query, and the lists are merged round-robin.
+    """
+    queries = ctx.enforce("queries", [ctx.question])
+    hit_lists = await ctx.retrieve(queries, ctx.top_k)
+    hits, sources = union_by_id(hit_lists, queries)
     if not hits:
         ctx.fallback("retrieval: no passages for the question -> answered without passages")
-    cited = ctx.cite(hits, ctx.question)
+    cited = ctx.cite(hits[: ctx.top_k], sources[: ctx.top_k])
     return Final("answer", rag_messages(ctx.question, cited))
+
+
+def union_by_id(
+    hit_lists: Sequence[Sequence[Passage]], queries: Sequence[str]
+) -> tuple[list[Passage], list[str]]:
+    """Merge ranked lists round-robin (rank 1 of each list first), one entry per passage id.
+
+    Round-robin keeps every query represented when no reranker reorders the
+    pool; BM25 scores of different queries are not comparable. Also returns
+    the query that found each passage first.
+    """
+    pool: list[Passage] = []
+    sources: list[str] = []
+    seen: set[str] = set()
+    depth = max((len(h) for h in hit_lists), default=0)
+    for rank in range(depth):
+        for hits, query in zip(hit_lists, queries, strict=True):
+            if rank < len(hits) and hits[rank].id not in seen:
+                seen.add(hits[rank].id)
+                pool.append(hits[rank])
+                sources.append(query)
+    return pool, sources
 
 
 async def answer_sub_queries(
@@ -35,13 +65,17 @@ async def answer_sub_queries(
 ) -> list[SubAnswer]:
     """Top-K per sub-query, then one RAG answer per sub-query, all in ONE engine round."""
     hit_lists = await ctx.retrieve(queries, ctx.top_k)
+    # A sub-answer looks at one aspect: it is told only what to leave out.
+    c = ctx.constraints
+    leave_out = Constraints(c.question, [], c.exclude) if c else None
     requests = []
     for query, hits in zip(queries, hit_lists, strict=True):
         if not hits:
             ctx.fallback(
                 f"retrieval: no passages for sub-query {query!r} -> answered without passages"
             )
-        requests.append(ctx.request(rag_messages(query, ctx.cite(hits, query))))
+        messages = with_instructions(rag_messages(query, ctx.cite(hits, query)), leave_out)
+        requests.append(ctx.request(messages))
     results = await ctx.generate(step, requests, stage="sub_answers")
     shown = {p.citation for p in ctx.result.passages}
     subs: list[SubAnswer] = []
