@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from eval.labels import QuestionLabel, type_of
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.errors import UserError
+from typed_rag.types import QuestionType
 
 
 def first_per_subset(records: Sequence[WikiNFQARecord], limit: int) -> list[WikiNFQARecord]:
@@ -92,9 +93,15 @@ def select_questions(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 42,
+    types: Sequence[str] | None = None,
 ) -> list[WikiNFQARecord]:
-    """Apply ``--limit`` (per subset) then ``--sample`` (stratified)."""
+    """Keep ``--types`` (stored labels), then apply ``--limit`` (per subset) and ``--sample``."""
     out = list(records)
+    if types:
+        wanted = {QuestionType.parse(t).value for t in types}
+        out = [r for r in out if type_of(labels, r.question_id) in wanted]
+        if not out:
+            raise UserError(f"no question is labelled {', '.join(sorted(wanted))}")
     if limit is not None:
         out = first_per_subset(out, limit)
     if sample is not None:

@@ -97,3 +97,19 @@ def test_stratified_sample_gives_a_small_subsets_unused_share_to_the_others() ->
     labels: dict = {}
     got = Counter(r.subset for r in stratified_sample(recs, labels, 30, seed=3))
     assert got == {"squad": 3, "nq": 14, "trivia": 13}
+
+
+def test_types_keep_only_questions_with_those_labels() -> None:
+    from eval.labels import QuestionLabel
+
+    recs = synthetic({"nq": 6, "squad": 6})
+    labels = {
+        r.question_id: QuestionLabel(
+            r.question_id, r.subset, "REASON" if i % 3 == 0 else "FACTOID", 0.9, True
+        )
+        for i, r in enumerate(recs)
+    }
+    got = select_questions(recs, labels, types=["reason"])
+    assert [r.question_id for r in got] == ["nq_0", "nq_3", "squad_0", "squad_3"]
+    with pytest.raises(UserError, match="DEBATE"):
+        select_questions(recs, labels, types=["DEBATE"])
