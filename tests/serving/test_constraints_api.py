@@ -28,4 +28,4 @@ def test_detected_constraints_reach_the_typed_rag_object(serve) -> None:
     assert info["constraints"]["detected"] is True
     assert info["constraints"]["exclude"] == ["chlorophyll"]
     assert info["constraints"]["question"] == "Why do leaves change color?"
-    assert plain.typed_rag["constraints"] is None  # type: ignore[attr-defined]  # no cue word
+    assert plain.typed_rag.get("constraints") is None  # type: ignore[attr-defined]  # no cue
