@@ -84,7 +84,17 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
         detail.append(f"classifier said {result.predicted_type}")
     w(f"mode: {result.mode}\n")
     w(f"type: {result.type} ({', '.join(detail)})\n")
+    found = result.constraints or {}
+    if found.get("detected"):
+        w(f"constraints: core question: {found.get('question', '')}\n")
+        for word, key in (("include", "include"), ("leave out", "exclude")):
+            if found.get(key):
+                w(f"  {word}: {'; '.join(found[key])}\n")
     plan = result.plan
+    if plan.get("core_sub_questions"):
+        w("plan: core sub-questions (augmented retrieval):\n")
+        for i, q in enumerate(plan["core_sub_questions"], 1):
+            w(f"  {i}. {q}\n")
     if plan.get("keywords"):
         extra = f" [{plan['compare_type']}]" if plan.get("compare_type") else ""
         w(f"plan: keywords{extra}: {'; '.join(plan['keywords'])}\n")

@@ -182,3 +182,29 @@ async def test_sampling_override_rejects_unknown_and_invalid_fields(make_rag) ->
         await rag.answer(Q, force_type="factoid", sampling={"warmth": 1})
     with pytest.raises(UserError, match="invalid sampling override"):
         await rag.answer(Q, force_type="factoid", sampling={"max_tokens": "many"})
+
+
+def test_ask_output_shows_constraints_and_core_sub_questions() -> None:
+    import io
+
+    from typed_rag.commands import print_result
+    from typed_rag.result import Result
+
+    result = Result(
+        question="Explain AI, but skip trends.",
+        mode="typed-rag",
+        type="EVIDENCE-BASED",
+        constraints={
+            "detected": True,
+            "question": "Explain AI.",
+            "include": [],
+            "exclude": ["trends"],
+        },
+        plan={"core_sub_questions": ["what is AI"], "augmented": True},
+    )
+    out = io.StringIO()
+    print_result(result, out)
+    text = out.getvalue()
+    assert "constraints: core question: Explain AI.\n  leave out: trends\n" in text
+    assert "include:" not in text
+    assert "plan: core sub-questions (augmented retrieval):\n  1. what is AI\n" in text
