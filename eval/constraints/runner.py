@@ -1,0 +1,343 @@
+"""The resumable run: every arm answers the set, then the judge grades every answer.
+
+Per arm (``constraints.mode`` off / cue / always), Typed-RAG answers every
+conditioned question; answers go to ``answers.jsonl`` keyed by (arm,
+question_id) with the full trace, including what the feature detected. All
+arms answer before the judge is loaded, and a rerun of the same directory
+only does what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from eval.constraints.dataset import ConstraintItem
+from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
+from eval.runner import EvalAborted, _key, _result_dict, error_row
+from eval.store import JsonlStore
+from typed_rag.config import Settings
+from typed_rag.engines.base import Engine
+from typed_rag.errors import UserError
+
+# Named as before the split into a package, so log lines read the same.
+log = logging.getLogger("eval.constraints")
+
+ARMS: tuple[str, ...] = ("off", "cue", "always")
+ANSWERS = "answers.jsonl"
+JUDGEMENTS = "judgements.jsonl"
+ERRORS = "errors.jsonl"
+SET_COPY = "set.jsonl"
+
+
+def parse_arms(value: str | Sequence[str]) -> list[str]:
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [n.strip().lower() for n in names if n.strip()]
+    unknown = [n for n in names if n not in ARMS]
+    if not names or unknown:
+        raise UserError(
+            f"unknown arm(s) {', '.join(unknown) or '(none given)'}; "
+            f"expected some of: {', '.join(ARMS)} (values of constraints.mode)"
+        )
+    return list(dict.fromkeys(names))
+
+
+def arm_settings(settings: Settings, arm: str) -> Settings:
+    """``settings`` with ``constraints.mode`` set to the arm."""
+    return settings.model_copy(
+        update={"constraints": settings.constraints.model_copy(update={"mode": arm})}
+    )
+
+
+def arm_question_key(record: Mapping[str, Any]) -> str:
+    return f"{record['arm']}\t{record['question_id']}"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class ArmAnswerers(Protocol):
+    """Gives an answerer (the TypedRAG contract) for one arm's settings; closes them all."""
+
+    async def get(self, settings: Settings) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class SharedTypedRAG:
+    """One TypedRAG per arm, all sharing the first one's engine, index, reranker and classifier.
+
+    The arms differ only in ``constraints.mode``, so loading the model once
+    and wrapping its parts with each arm's settings answers every arm with
+    the same model at the cost of one load.
+    """
+
+    def __init__(self, build: Callable[[Settings], Any] | None = None) -> None:
+        self._build = build
+        self._base: Any = None
+
+    async def get(self, settings: Settings) -> Any:
+        from typed_rag.system import TypedRAG
+
+        if self._base is None:
+            base = (self._build or TypedRAG.from_settings)(settings)
+            await base.start()
+            self._base = base
+            return base
+        if settings == self._base.settings:
+            return self._base
+        b = self._base
+        return TypedRAG(settings, b.engine, b.retriever, b.reranker, b.classifier)
+
+    async def close(self) -> None:
+        if self._base is not None:
+            await self._base.close()
+            self._base = None
+
+
+@dataclass
+class Counts:
+    done_before: int = 0
+    computed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class ConstraintRunStats:
+    answers: dict[str, Counts] = field(default_factory=dict)
+    judgements: Counts = field(default_factory=Counts)
+
+
+class ConstraintRunner:
+    """One run directory: answers per arm, then judgements; a rerun only does what is missing."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        run_dir: Path,
+        *,
+        answerers: ArmAnswerers,
+        scorer_engine: Engine | Callable[[], Any],
+        scorer_settings: Settings | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.scorer_settings = scorer_settings or settings
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.answerers = answerers
+        self._scorer_target = scorer_engine
+        self._scorer: Any = None
+        self.progress = progress
+        self.answers = JsonlStore(self.run_dir / ANSWERS, key=arm_question_key)
+        self.judgements = JsonlStore(self.run_dir / JUDGEMENTS, key=arm_question_key)
+
+    def _bar(self, total: int, desc: str) -> tqdm:
+        return tqdm(
+            total=total,
+            desc=desc,
+            unit="q",
+            disable=not self.progress,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+
+    async def run(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> ConstraintRunStats:
+        stats = ConstraintRunStats()
+        try:  # every arm first, so the generator is closed before the judge is loaded
+            for arm in arms:
+                stats.answers[arm] = await self._answer_arm(items, arm)
+        finally:
+            await self.answerers.close()
+        try:
+            stats.judgements = await self._judge(items, arms)
+        finally:
+            await self._close_scorer()
+        return stats
+
+    # ------------------------------------------------------------------ answers
+
+    async def _answer_arm(self, items: Sequence[ConstraintItem], arm: str) -> Counts:
+        pending = [it for it in items if _key(arm, it.question_id) not in self.answers]
+        counts = Counts(done_before=len(items) - len(pending))
+        if not pending:
+            return counts
+        answerer = await self.answerers.get(arm_settings(self.settings, arm))
+        size = max(1, self.settings.eval.batch_size)
+        with self._bar(len(pending), f"answer {arm}") as bar:
+            for start in range(0, len(pending), size):
+                chunk = pending[start : start + size]
+                records, errors = await self._answer_chunk(answerer, chunk, arm)
+                if errors:
+                    JsonlStore(
+                        self.run_dir / ERRORS, key=lambda r: f"{r['at']}\t{r['question_id']}"
+                    ).append(errors)
+                counts.failed += len(chunk) - len(records)
+                if not records:
+                    raise EvalAborted(
+                        f"every question of a batch failed in arm {arm!r}; see "
+                        f"{self.run_dir / ERRORS}"
+                    )
+                self.answers.append(records)
+                counts.computed += len(records)
+                bar.update(len(chunk))
+        return counts
+
+    async def _answer_chunk(
+        self, answerer: Any, chunk: Sequence[ConstraintItem], arm: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Answer a batch; if the batch call fails, one by one so one bad question costs one."""
+        t0 = time.perf_counter()
+        errors: list[dict[str, Any]] = []
+        questions = [it.conditioned_question for it in chunk]
+        try:
+            results: list[Any] = list(await answerer.answer_many(questions, mode="typed-rag"))
+            if len(results) != len(chunk):
+                raise RuntimeError(f"answer_many returned {len(results)} results for {len(chunk)}")
+        except Exception as exc:
+            log.warning("batch of %d failed (%s); answering one by one", len(chunk), exc)
+            results = []
+            for it in chunk:
+                try:
+                    results.append(await answerer.answer(it.conditioned_question, mode="typed-rag"))
+                except Exception as one_exc:
+                    log.error("answer failed for %s (arm %s): %s", it.question_id, arm, one_exc)
+                    errors.append(error_row("answer", arm, it.question_id, one_exc))
+                    results.append(None)
+        wall = time.perf_counter() - t0
+        records = []
+        for it, res in zip(chunk, results, strict=True):
+            if res is None:
+                continue
+            data = _result_dict(res)
+            records.append(
+                {
+                    "arm": arm,
+                    "question_id": it.question_id,
+                    "subset": it.subset,
+                    "type": it.type,
+                    "answered_type": data.get("type"),
+                    "conditioned_question": it.conditioned_question,
+                    "include": it.include,
+                    "exclude": it.exclude,
+                    "answer": data.get("answer", ""),
+                    "constraints": data.get("constraints"),
+                    "latency_s": float((data.get("timings") or {}).get("total", 0.0)),
+                    "tokens": int(data.get("prompt_tokens", 0))
+                    + int(data.get("completion_tokens", 0)),
+                    "result": data,
+                    "wall_s": wall / len(chunk),
+                    "batch_size": len(chunk),
+                    "finished_at": time.time(),
+                }
+            )
+        return records, errors
+
+    # ------------------------------------------------------------------ judgements
+
+    async def _scorer_engine(self) -> Engine:
+        if self._scorer is None:
+            target = self._scorer_target
+            if hasattr(target, "generate"):
+                self._scorer = target
+            else:
+                engine = target()
+                await engine.start()
+                self._scorer = engine
+        return self._scorer
+
+    async def _close_scorer(self) -> None:
+        if self._scorer is not None and self._scorer is not self._scorer_target:
+            await self._scorer.close()
+        self._scorer = None
+
+    async def _judge(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> Counts:
+        counts = Counts()
+        todo: list[tuple[ConstraintItem, dict[str, Any]]] = []
+        for arm in arms:
+            for it in items:
+                key = _key(arm, it.question_id)
+                answer = self.answers.get(key)
+                if answer is None:
+                    continue
+                if key in self.judgements:
+                    counts.done_before += 1
+                else:
+                    todo.append((it, answer))
+        if not todo:
+            return counts
+        judge = ComplianceJudge.from_settings(
+            await self._scorer_engine(), self.settings, self.scorer_settings
+        )
+        from eval.manifest import scorer_name
+
+        name = scorer_name(self.scorer_settings)
+        size = max(1, self.settings.eval.score_batch_size)
+        with self._bar(len(todo), "judge") as bar:
+            for start in range(0, len(todo), size):
+                chunk = todo[start : start + size]
+                verdicts = await judge.judge(
+                    [
+                        ComplianceItem(
+                            key=_key(a["arm"], it.question_id),
+                            question=it.question,
+                            include=it.include,
+                            exclude=it.exclude,
+                            answer=str(a.get("answer") or ""),
+                        )
+                        for it, a in chunk
+                    ]
+                )
+                rows = []
+                for (it, a), v in zip(chunk, verdicts, strict=True):
+                    row: dict[str, Any] = {
+                        "arm": a["arm"],
+                        "question_id": it.question_id,
+                        "subset": it.subset,
+                        "type": it.type,
+                        "status": v.status,
+                        "include": it.include,
+                        "exclude": it.exclude,
+                        "covered": v.covered,
+                        "discussed": v.discussed,
+                        "attempts": v.attempts,
+                        "outputs": v.outputs,
+                        "prompt_tokens": v.prompt_tokens,
+                        "completion_tokens": v.completion_tokens,
+                        "judge": name,
+                    }
+                    if v.ok:
+                        row.update(compliance(v.covered or [], v.discussed or []))
+                    else:
+                        counts.failed += 1
+                    rows.append(row)
+                self.judgements.append(rows)
+                counts.computed += len(rows)
+                bar.update(len(chunk))
+        return counts
+
+
+def check_run_set(run_dir: Path, set_path: Path) -> None:
+    """Keep a copy of the set in the run; refuse to resume a run with a different set."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    copy = run_dir / SET_COPY
+    data = Path(set_path).read_bytes()
+    if copy.exists():
+        if copy.read_bytes() != data:
+            raise UserError(
+                f"run directory {run_dir} was made with a different constraint set than "
+                f"{set_path} (see {copy}); use a new --out"
+            )
+        return
+    tmp = copy.with_name(copy.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(copy)
