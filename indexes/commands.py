@@ -15,7 +15,7 @@ SNIPPET_CHARS = 160
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
-    index = sub.add_parser("index", help="build the BM25 index")
+    index = sub.add_parser("index", help="build the BM25 (and dense) index")
     index_sub = index.add_subparsers(dest="index_command", required=True, metavar="ACTION")
     build = index_sub.add_parser(
         "build",
@@ -44,17 +44,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="BM25 variant (default: retrieval.method)",
     )
     build.add_argument("--limit", type=int, help="index only the first N good rows")
+    build.add_argument(
+        "--dense",
+        action="store_true",
+        help="also encode every passage with retrieval.dense_model for dense and hybrid "
+        "retrieval (into <index>/dense). An existing BM25 index is used as it is unless "
+        "--corpus is given; an interrupted encode resumes where it stopped",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=_index_build)
 
     retrieve = sub.add_parser(
         "retrieve",
-        help="search the BM25 index",
+        help="search the index (BM25, dense or hybrid)",
         description="Print the top passages for a question: rank, score, id, title, text.",
     )
     retrieve.add_argument("question", help="the query text")
     retrieve.add_argument("-k", type=int, default=None, help="passages (default: retrieval.top_k)")
     retrieve.add_argument("--index", help="index folder (default: retrieval.index_dir)")
+    retrieve.add_argument(
+        "--kind",
+        choices=("bm25", "dense", "hybrid"),
+        help="retriever (default: retrieval.kind); dense and hybrid need `index build --dense`",
+    )
     retrieve.add_argument("--json", action="store_true", help="print JSON instead of a table")
     retrieve.set_defaults(func=_retrieve)
 
@@ -80,10 +92,39 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _index_build(args: argparse.Namespace, settings: Settings) -> int:
-    from indexes.build import build_index
-
     if args.limit is not None and args.limit <= 0:
         raise UserError(f"--limit must be a positive number, got {args.limit}")
+    if args.dense:
+        return _index_build_dense(args, settings)
+    return _index_build_bm25(args, settings, if_missing=args.if_missing)
+
+
+def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
+    """BM25 first (kept when present and up to date), then the resumable dense encode."""
+    import indexes.manifest as mf
+    from indexes.dense import build_dense
+
+    out = Path(args.out).expanduser() if args.out else settings.index_dir
+    if args.corpus or mf.read_manifest(out) is None:
+        _index_build_bm25(args, settings, if_missing=True)
+    else:
+        print(f"using the BM25 index at {out} (pass --corpus to rebuild it)")
+    report = build_dense(settings, out, if_missing=args.if_missing, show_progress=not args.quiet)
+    if report.skipped:
+        print(f"dense index at {report.out} is up to date; nothing to do")
+        return 0
+    resumed = f", resumed at {report.resumed_from:,}" if report.resumed_from else ""
+    print(
+        f"encoded {report.encoded:,} of {report.passages:,} passages (dim {report.dim}"
+        f"{resumed}) in {report.seconds:.1f} s ({report.passages_per_s:,.1f} passages/s) "
+        f"-> {report.out}"
+    )
+    return 0
+
+
+def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missing: bool) -> int:
+    from indexes.build import build_index
+
     report = build_index(
         settings,
         corpus=args.corpus,
@@ -93,7 +134,7 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
         k1=args.k1,
         b=args.b,
         method=args.method,
-        if_missing=args.if_missing,
+        if_missing=if_missing,
         show_progress=not args.quiet,
     )
     if report.skipped:
@@ -110,8 +151,11 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
-    from indexes.bm25 import load_retriever
+    from indexes.loader import load_retriever
 
+    if args.kind:
+        retrieval = settings.retrieval.model_copy(update={"kind": args.kind})
+        settings = settings.model_copy(update={"retrieval": retrieval})
     k = settings.retrieval.top_k if args.k is None else args.k
     if k <= 0:
         raise UserError(f"-k must be a positive number, got {k}")

@@ -1,0 +1,252 @@
+"""The dense index with the real all-MiniLM-L6-v2 on the tiny corpus: build, resume, search.
+
+One encoder load per module; every build encodes only 16 passages, so the module runs in
+seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexes import build_index, load_retriever
+from indexes.dense import (
+    EMBEDDINGS_FILE,
+    FAST_QUERIES,
+    DenseIndex,
+    build_dense,
+    dense_folder,
+    encode,
+    read_dense_manifest,
+    top_k_inner_product,
+)
+from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
+from tests.conftest import TINY_PASSAGES
+from typed_rag.cli import main
+from typed_rag.config import Settings, load_settings
+from typed_rag.errors import UserError
+
+# No word in common with p1 ("Leaves change color in autumn because chlorophyll ...").
+PARAPHRASE = "why does foliage turn orange and red when the weather cools"
+AUTUMN = "p1"
+
+
+@pytest.fixture(scope="module")
+def minilm_path() -> Path:
+    """The real all-MiniLM-L6-v2 folder from the user's model cache."""
+    from typed_rag.models import ensure_model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        return ensure_model(load_settings(), "all-MiniLM-L6-v2")
+
+
+def _settings(home: Path, corpus: Path, model: Path, **extra: object) -> Settings:
+    return load_settings(
+        None,
+        **{
+            "home": str(home),
+            "corpus.path": str(corpus),
+            "retrieval.backend": "numpy",
+            "retrieval.dense_model": str(model),
+            **extra,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Settings:
+    """BM25 + dense index over the tiny corpus (built once for the module)."""
+    from tests.conftest import write_tsv
+
+    root = tmp_path_factory.mktemp("dense")
+    corpus = write_tsv(root / "tiny.tsv", TINY_PASSAGES)
+    s = _settings(root / "home", corpus, minilm_path)
+    build_index(s, show_progress=False, workers=0)
+    build_dense(s, show_progress=False, chunk_size=5)
+    return s
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, tiny_corpus: Path, minilm_path: Path) -> Settings:
+    """Settings with a BM25 index only (each test its own)."""
+    s = _settings(tmp_path / "home", tiny_corpus, minilm_path)
+    build_index(s, show_progress=False, workers=0)
+    return s
+
+
+def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
+    folder = dense_folder(built.index_dir)
+    manifest = read_dense_manifest(folder)
+    assert manifest is not None
+    assert manifest["complete"] is True and manifest["done"] == manifest["n"] == 16
+    assert manifest["dim"] == 384 and manifest["dtype"] == "float16"
+    assert manifest["max_length"] == 256 and manifest["text"] == "title. text"
+    emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
+    assert isinstance(emb, np.memmap) and emb.dtype == np.float16 and emb.shape == (16, 384)
+    norms = np.linalg.norm(emb.astype(np.float32), axis=1)
+    np.testing.assert_allclose(norms, 1.0, atol=2e-3)
+
+
+def test_dense_finds_a_paraphrase_that_bm25_misses(built: Settings) -> None:
+    bm25 = load_retriever(built)
+    dense = load_retriever(built.model_copy(update={"retrieval": _kind(built, "dense")}))
+    assert isinstance(dense, DenseIndex)
+    lexical = [p.id for p in bm25.search([PARAPHRASE], 16)[0]]
+    assert AUTUMN not in lexical  # no shared word: BM25 cannot score it
+    hits = dense.search([PARAPHRASE], 16)[0]
+    assert hits[0].id == AUTUMN
+    assert len(hits) == 16  # dense ranks every passage
+    scores = [p.score for p in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert -1.0 <= scores[-1] < scores[0] <= 1.0
+
+
+def test_scores_are_cosines_of_the_model_embeddings(built: Settings) -> None:
+    dense = DenseIndex.from_settings(built)
+    query = "how is bread made"
+    hits = dense.search([query, "caffeine in drinks"], 3)
+    assert [p.id for p in hits[0]][0] == "p7"
+    assert {p.id for p in hits[1]} >= {"p5", "p6"}
+    q = encode(dense.model, [query], 8)[0]
+    p7 = encode(dense.model, ["Bread. " + TINY_PASSAGES[6][2]], 8)[0]
+    assert hits[0][0].score == pytest.approx(float(q @ p7), abs=2e-3)
+
+
+def test_hybrid_keeps_passages_only_one_retriever_found(built: Settings) -> None:
+    hybrid = load_retriever(built.model_copy(update={"retrieval": _kind(built, "hybrid")}))
+    assert isinstance(hybrid, HybridRetriever)
+    query = PARAPHRASE + " python"  # lexical hit: p3 (Python); semantic hit: p1
+    bm25_ids = [p.id for p in hybrid.bm25.search([query], 16)[0]]
+    assert bm25_ids[0] == "p3" and AUTUMN not in bm25_ids
+    fused = hybrid.search([query], 5)[0]
+    ids = [p.id for p in fused]
+    assert "p3" in ids and AUTUMN in ids
+    dense_ids = [p.id for p in hybrid.dense.search([query], 16)[0]]
+    expected = reciprocal_rank_fusion([bm25_ids, dense_ids], 60)[:5]
+    assert [(p.id, p.score) for p in fused] == expected
+
+
+def test_interrupted_build_resumes_to_the_same_embeddings(
+    fresh: Settings, tmp_path: Path, tiny_corpus: Path, minilm_path: Path
+) -> None:
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(done: int) -> None:
+        raise Stop(done)
+
+    with pytest.raises(Stop):
+        build_dense(fresh, show_progress=False, chunk_size=5, on_chunk=stop_after_first)
+    folder = dense_folder(fresh.index_dir)
+    partial = read_dense_manifest(folder)
+    assert partial is not None and partial["done"] == 5 and partial["complete"] is False
+    with pytest.raises(UserError, match="unfinished .*5 of 16.*index build --dense"):
+        DenseIndex.from_settings(fresh)
+
+    seen: list[int] = []
+    report = build_dense(fresh, show_progress=False, chunk_size=5, on_chunk=seen.append)
+    assert report.resumed_from == 5 and report.encoded == 11 and not report.skipped
+    assert seen == [10, 15, 16]  # the first chunk was not encoded again
+    resumed = np.load(folder / EMBEDDINGS_FILE)
+
+    other = _settings(tmp_path / "home2", tiny_corpus, minilm_path)
+    build_index(other, show_progress=False, workers=0)
+    build_dense(other, show_progress=False, chunk_size=5)
+    straight = np.load(dense_folder(other.index_dir) / EMBEDDINGS_FILE)
+    np.testing.assert_array_equal(resumed, straight)
+    build_dense(other, show_progress=False, chunk_size=16)  # different batches: same vectors
+    one_chunk = np.load(dense_folder(other.index_dir) / EMBEDDINGS_FILE)
+    np.testing.assert_allclose(one_chunk.astype(np.float32), straight.astype(np.float32), atol=2e-3)
+
+
+def test_if_missing_keeps_a_complete_index_and_changes_rebuild(fresh: Settings) -> None:
+    first = build_dense(fresh, show_progress=False)
+    assert first.encoded == 16
+    again = build_dense(fresh, show_progress=False, if_missing=True)
+    assert again.skipped and again.encoded == 0
+    shorter = fresh.model_copy(
+        update={"retrieval": fresh.retrieval.model_copy(update={"dense_max_length": 32})}
+    )
+    changed = build_dense(shorter, show_progress=False, if_missing=True)
+    assert not changed.skipped and changed.encoded == 16 and changed.resumed_from == 0
+    assert "max_length changed" in changed.reason
+    manifest = read_dense_manifest(dense_folder(fresh.index_dir))
+    assert manifest is not None and manifest["max_length"] == 32
+
+
+def test_missing_dense_index_is_a_user_error_naming_folder_and_command(fresh: Settings) -> None:
+    for kind in ("dense", "hybrid"):
+        s = fresh.model_copy(update={"retrieval": _kind(fresh, kind)})
+        with pytest.raises(UserError) as exc:
+            load_retriever(s)
+        msg = str(exc.value)
+        assert str(dense_folder(fresh.index_dir)) in msg
+        assert "typed-rag index build --dense" in msg
+
+
+def test_an_index_from_other_weights_or_another_store_is_refused(fresh: Settings) -> None:
+    build_dense(fresh, show_progress=False)
+    path = dense_folder(fresh.index_dir) / "manifest.json"
+    good = json.loads(path.read_text())
+    path.write_text(json.dumps({**good, "model_fingerprint": "0" * 32}))
+    with pytest.raises(UserError, match="other weights than retrieval.dense_model"):
+        DenseIndex.from_settings(fresh)
+    path.write_text(json.dumps({**good, "store": {**good["store"], "bytes": 1}}))
+    with pytest.raises(UserError, match="does not match the passage store"):
+        DenseIndex.from_settings(fresh)
+    path.write_text(json.dumps(good))
+    assert len(DenseIndex.from_settings(fresh)) == 16
+
+
+def test_cli_build_dense_and_retrieve(
+    tmp_path: Path, tiny_corpus: Path, minilm_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    base = [
+        "--set", f"home={tmp_path / 'home'}",
+        "--set", f"corpus.path={tiny_corpus}",
+        "--set", "retrieval.backend=numpy",
+        "--set", f"retrieval.dense_model={minilm_path}",
+    ]  # fmt: skip
+    assert main([*base, "retrieve", "--kind", "dense", "bread"]) == 2  # no index at all
+    assert "typed-rag: error:" in capsys.readouterr().err
+    assert main([*base, "index", "build", "--dense", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "indexed 16 passages" in out and "encoded 16 of 16 passages (dim 384)" in out
+    assert main([*base, "index", "build", "--dense", "--if-missing", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "using the BM25 index" in out and "dense index" in out and "up to date" in out
+    assert main([*base, "retrieve", "--kind", "dense", "--json", PARAPHRASE, "-k", "2"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["passages"][0]["id"] == AUTUMN
+    assert main([*base, "retrieve", "--kind", "hybrid", PARAPHRASE, "-k", "3"]) == 0
+    assert AUTUMN in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("n_queries", "fast"), [(4, True), (4, False), (FAST_QUERIES + 4, True)]
+)  # float16 candidate pass, and block conversion (forced, and for a large batch)
+def test_top_k_matches_brute_force_across_blocks(n_queries: int, fast: bool) -> None:
+    rng = np.random.default_rng(0)
+    unit = rng.standard_normal((1003, 8))
+    matrix = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float16)
+    matrix[500] = matrix[7]  # a tie: the lower row number comes first
+    queries = rng.standard_normal((n_queries, 8)).astype(np.float32)
+    queries[3] = matrix[7].astype(np.float32)
+    rows, scores = top_k_inner_product(matrix, queries, 10, block=64, fast=fast)
+    full = matrix.astype(np.float32) @ queries.T
+    for qi in range(n_queries):
+        expected = sorted(range(1003), key=lambda r: (-full[r, qi], r))[:10]
+        assert rows[qi].tolist() == expected
+        np.testing.assert_allclose(scores[qi], full[expected, qi], rtol=1e-5)
+    assert rows[3][:2].tolist() == [7, 500]
+    everything = top_k_inner_product(matrix, queries, 5000, fast=fast)[0]
+    assert everything.shape == (n_queries, 1003)
+    assert top_k_inner_product(matrix, queries[:0], 5)[0].shape == (0, 0)
+
+
+def _kind(s: Settings, kind: str):  # noqa: ANN202
+    return s.retrieval.model_copy(update={"kind": kind})
