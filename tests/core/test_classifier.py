@@ -228,3 +228,29 @@ def test_metrics_json_is_plain_json(tmp_path: Path) -> None:
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads(f.metadata()["meta"])
     assert meta["embedder"] == "stub" and meta["dim"] == 26
+
+
+def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
+    import typed_rag.classifier.training as training
+    from typed_rag.cli import main
+
+    home = tmp_path / "home"
+    head = MLPHead(26, 8)
+    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42)
+    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta)
+    trained: list[int] = []
+
+    def fake_train(settings, *, seed, **kwargs):
+        trained.append(seed)
+        raise UserError("training was called")
+
+    monkeypatch.setattr(training, "train_classifier", fake_train)
+    base = ["--set", f"home={home}", "classifier", "train", "--if-missing"]
+    assert main(base) == 0 and trained == []
+    assert "classifier up to date" in capsys.readouterr().out
+    assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain
+    (home / "classifier" / ARTEFACT_NAME).write_bytes(b"garbage")
+    assert main(base) == 2 and trained == [7, 42]  # unreadable artefact: retrain
