@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval.resample import Outcome, Parsed, generate_until_parsed
+from eval.resample import Judge, Outcome, Parsed, generate_until_parsed
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
 
@@ -323,54 +323,34 @@ class CoverageResult:
         return dict(self.__dict__)
 
 
-class CoverageJudge:
+class CoverageJudge(Judge):
     """Runs decomposition and judging as large batches on one judge engine."""
 
     def __init__(
         self,
         engine: Engine,
         *,
-        max_resamples: int = 3,
-        seed: int = 42,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
         max_tokens: int = 512,
         answerable_threshold: int = 3,
+        **sampling: Any,
     ) -> None:
-        self.engine = engine
-        self.max_resamples = max_resamples
-        self.seed = seed
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_tokens = max_tokens
+        super().__init__(engine, max_tokens=max_tokens, **sampling)
         self.answerable_threshold = answerable_threshold
 
     @classmethod
     def from_settings(
         cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
     ) -> CoverageJudge:
-        """Judge options from the run's ``settings.eval``; sampling from the scorer's settings
-        (``scorer_settings``, default ``settings``)."""
-        sampling = (scorer_settings or settings).sampling
+        """Judge options from the run's ``settings.eval``; sampling as :meth:`Judge.sampling_from`."""
         return cls(
             engine,
-            max_resamples=settings.eval.max_resamples,
-            seed=sampling.seed,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
             max_tokens=settings.eval.coverage_max_tokens,
             answerable_threshold=settings.eval.answerable_threshold,
+            **cls.sampling_from(settings, scorer_settings),
         )
 
     def _request(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> ChatRequest:
-        return ChatRequest(
-            messages=messages,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            json_schema=schema,
-        )
+        return self.chat(messages, schema)
 
     async def decompose(self, questions: Sequence[str]) -> list[Outcome[Decomposition]]:
         requests = [self._request(decompose_messages(q), DECOMPOSE_SCHEMA) for q in questions]

@@ -25,8 +25,9 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from eval.resample import Parsed, generate_until_parsed
+from eval.resample import Judge, Parsed, generate_until_parsed
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
@@ -159,54 +160,32 @@ class LinkageScore:
         return self.rank is not None
 
 
-class LinkageScorer:
+class LinkageScorer(Judge):
     """Scores many candidates with one engine: one batch per round, bounded resampling."""
 
     def __init__(
-        self,
-        engine: Engine,
-        *,
-        off_by_one: bool = False,
-        max_resamples: int = 3,
-        seed: int = 42,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
-        max_tokens: int = 64,
+        self, engine: Engine, *, off_by_one: bool = False, max_tokens: int = 64, **sampling: Any
     ) -> None:
-        self.engine = engine
+        super().__init__(engine, max_tokens=max_tokens, **sampling)
         self.off_by_one = off_by_one
-        self.max_resamples = max_resamples
-        self.seed = seed
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_tokens = max_tokens
 
     @classmethod
     def from_settings(
         cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
     ) -> LinkageScorer:
-        """LINKAGE options from the run's ``settings.eval``; sampling from the scorer's settings
-        (``scorer_settings``, default ``settings``)."""
-        sampling = (scorer_settings or settings).sampling
+        """LINKAGE options from the run's ``settings.eval``; sampling as :meth:`Judge.sampling_from`."""
         return cls(
             engine,
             off_by_one=settings.eval.paper_off_by_one,
-            max_resamples=settings.eval.max_resamples,
-            seed=sampling.seed,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
             max_tokens=settings.eval.scorer_max_tokens,
+            **cls.sampling_from(settings, scorer_settings),
         )
 
     def request(self, item: LinkageItem) -> ChatRequest:
-        return ChatRequest(
-            messages=scorer_messages(
+        return self.chat(
+            scorer_messages(
                 item.question, item.references, item.candidate, off_by_one=self.off_by_one
-            ),
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
+            )
         )
 
     async def score(self, items: Sequence[LinkageItem]) -> list[LinkageScore]:

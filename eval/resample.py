@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from typed_rag.engines.base import ChatRequest, Engine
+
+if TYPE_CHECKING:
+    from typed_rag.config import Settings
 
 T = TypeVar("T")
 
@@ -92,3 +95,54 @@ async def generate_until_parsed(
                 still.append(i)
         pending = still
     return outcomes
+
+
+class Judge:
+    """A judge LLM on one engine, with the sampling every judge shares.
+
+    LINKAGE, sub-question coverage and constraint compliance all sample the
+    same way: the scorer's temperature, top-p and seed, an output budget of
+    their own, and at most ``max_resamples`` extra rounds for what does not
+    parse.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_resamples: int = 3,
+        seed: int = 42,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        max_tokens: int = 64,
+    ) -> None:
+        self.engine = engine
+        self.max_resamples = max_resamples
+        self.seed = seed
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_tokens = max_tokens
+
+    @staticmethod
+    def sampling_from(settings: Settings, scorer_settings: Settings | None) -> dict[str, Any]:
+        """Resampling from the run's ``settings.eval``; sampling from the scorer's settings
+        (``scorer_settings``, default ``settings``)."""
+        sampling = (scorer_settings or settings).sampling
+        return {
+            "max_resamples": settings.eval.max_resamples,
+            "seed": sampling.seed,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+        }
+
+    def chat(
+        self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None = None
+    ) -> ChatRequest:
+        return ChatRequest(
+            messages=messages,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            json_schema=json_schema,
+        )

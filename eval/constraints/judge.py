@@ -15,9 +15,9 @@ from typing import Any
 from eval.constraints.dataset import SYSTEM_PROMPT
 from eval.constraints.topics import as_sentence
 from eval.coverage import BAD_SHAPE, NO_JSON, extract_json
-from eval.resample import Outcome, Parsed, generate_until_parsed
+from eval.resample import Judge, Outcome, Parsed, generate_until_parsed
 from typed_rag.config import Settings
-from typed_rag.engines.base import ChatRequest, Engine
+from typed_rag.engines.base import Engine
 
 # Parse failure reasons of the judge (besides NO_JSON and BAD_SHAPE).
 LENGTH_MISMATCH = "length-mismatch"
@@ -138,53 +138,31 @@ class ComplianceVerdict:
         return self.covered is not None and self.discussed is not None
 
 
-class ComplianceJudge:
+class ComplianceJudge(Judge):
     """Judges a batch of answers against their include/exclude topics on one engine."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        max_resamples: int = 3,
-        seed: int = 42,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
-        max_tokens: int = 256,
-    ) -> None:
-        self.engine = engine
-        self.max_resamples = max_resamples
-        self.seed = seed
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_tokens = max_tokens
+    def __init__(self, engine: Engine, *, max_tokens: int = 256, **sampling: Any) -> None:
+        super().__init__(engine, max_tokens=max_tokens, **sampling)
 
     @classmethod
     def from_settings(
         cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
     ) -> ComplianceJudge:
-        sampling = (scorer_settings or settings).sampling
         return cls(
             engine,
-            max_resamples=settings.eval.max_resamples,
-            seed=sampling.seed,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
             max_tokens=settings.eval.coverage_max_tokens,
+            **cls.sampling_from(settings, scorer_settings),
         )
 
     async def judge(self, items: Sequence[ComplianceItem]) -> list[ComplianceVerdict]:
         """One batch for all items with an answer; an empty answer covers and discusses nothing."""
         asked = [i for i, it in enumerate(items) if it.answer.strip()]
         requests = [
-            ChatRequest(
-                messages=judge_messages(
+            self.chat(
+                judge_messages(
                     items[i].question, items[i].include, items[i].exclude, items[i].answer
                 ),
-                temperature=self.temperature,
-                top_p=self.top_p,
-                max_tokens=self.max_tokens,
-                seed=self.seed,
-                json_schema=judge_schema(len(items[i].include), len(items[i].exclude)),
+                judge_schema(len(items[i].include), len(items[i].exclude)),
             )
             for i in asked
         ]
