@@ -28,6 +28,7 @@ from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
 from eval.metrics import estimate
 from eval.store import JsonlStore, read_jsonl
 from typed_rag.config import Settings
+from typed_rag.constraints import mentions
 from typed_rag.errors import UserError
 
 REPORT_MD = "report.md"
@@ -56,6 +57,22 @@ def detection_match(
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def lexical_compliance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """A judge-free cross-check: the share of include and of exclude topics an answer names.
+
+    "Names" is :func:`typed_rag.constraints.mentions` (content words), the same
+    test the feature enforces plans with; a lenient judge cannot hide a change here.
+    """
+
+    def share(key: str) -> float | None:
+        hits = [
+            float(mentions(str(r.get("answer") or ""), t)) for r in rows for t in r.get(key) or []
+        ]
+        return _mean(hits)
+
+    return {"include_named": share("include"), "exclude_named": share("exclude")}
 
 
 def build_constraints_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
@@ -107,6 +124,7 @@ def build_constraints_report(run_dir: Path, settings: Settings) -> dict[str, Any
         cell["mean_latency_s"] = _mean([float(r.get("latency_s", 0.0)) for r in arm_answers])
         cell["mean_wall_s"] = _mean([float(r.get("wall_s", 0.0)) for r in arm_answers])
         cell["mean_tokens"] = _mean([float(r.get("tokens", 0)) for r in arm_answers])
+        cell["lexical"] = lexical_compliance(arm_answers)
         per_type: dict[str, Any] = {}
         for t in sorted({r.get("type") or UNLABELLED for r in usable}):
             group = [r for r in usable if (r.get("type") or UNLABELLED) == t]
@@ -186,6 +204,18 @@ def render_constraints_report(report: Mapping[str, Any]) -> str:
             f"{_share(c['detector_ran'])} | {c['unparsed']} | "
             f"{c['answer_errors']} | {_num(c['mean_latency_s'])} | {_num(c['mean_wall_s'])} | "
             f"{_num(c['mean_tokens'], 0)} |"
+        )
+    lines += [
+        "",
+        "Judge-free check: share of topics the answers name (content words, lexically):",
+        "",
+        "| arm | include named | exclude named (lower is better) |",
+        "|---|---:|---:|",
+    ]
+    for arm, c in report["arms"].items():
+        lex = c.get("lexical") or {}
+        lines.append(
+            f"| {arm} | {_share(lex.get('include_named'))} | {_share(lex.get('exclude_named'))} |"
         )
     if report["paired"]:
         lines += [

@@ -861,3 +861,22 @@ async def test_real_engine_writes_subtopics_and_judges_or_counts() -> None:
             assert v.status in {NO_JSON, BAD_SHAPE, LENGTH_MISMATCH}
     finally:
         await engine.close()
+
+
+def test_lexical_compliance_counts_named_topics() -> None:
+    from eval.constraints.report import lexical_compliance
+
+    rows = [
+        {
+            "answer": "Recent trends in AI include agents.",
+            "include": ["history"],
+            "exclude": ["recent trends"],
+        },
+        {
+            "answer": "Its history starts in the 1950s.",
+            "include": ["history"],
+            "exclude": ["recent trends"],
+        },
+    ]
+    assert lexical_compliance(rows) == {"include_named": 0.5, "exclude_named": 0.5}
+    assert lexical_compliance([]) == {"include_named": None, "exclude_named": None}
