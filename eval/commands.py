@@ -75,6 +75,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_constraints(eval_sub)
 
 
+def _warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> None:
+    """A model judging its own answers is lenient; say so, once per run."""
+    from eval.manifest import scorer_name
+
+    if scorer.engine == settings.engine:
+        log.warning(
+            "the %s is the generator's own model (%s); pass --scorer-model or "
+            "--scorer-config for an independent judge",
+            role,
+            scorer_name(scorer),
+        )
+
+
 def _type_list(value: str | None) -> list[str] | None:
     if not value:
         return None
@@ -212,12 +225,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     subsets = parse_subsets(args.subsets)
     scorer = scorer_settings_for(settings, args)
-    if scorer.engine == settings.engine:
-        log.warning(
-            "the scorer is the generator's own model (%s); pass --scorer-model or "
-            "--scorer-config for an independent judge",
-            scorer_name(scorer),
-        )
+    _warn_if_self_judged(settings, scorer, "scorer")
     data = _load_data(args, settings)
     run_dir: Path = args.out
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -454,12 +462,7 @@ def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
     arms = parse_arms(args.arms)
     items = load_set(args.set)
     scorer = scorer_settings_for(settings, args)
-    if scorer.engine == settings.engine:
-        log.warning(
-            "the judge is the generator's own model (%s); pass --scorer-model or "
-            "--scorer-config for an independent judge",
-            scorer_name(scorer),
-        )
+    _warn_if_self_judged(settings, scorer, "judge")
     run_dir: Path = args.out
     check_run_set(run_dir, args.set)
     write_manifest(

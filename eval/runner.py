@@ -65,16 +65,23 @@ class EvalAborted(RuntimeError):
     """The generator or scorer failed for a whole batch; finished work is kept."""
 
 
-def parse_methods(value: str | Sequence[str]) -> list[str]:
+def parse_choices(
+    value: str | Sequence[str], allowed: Sequence[str], noun: str, hint: str = ""
+) -> list[str]:
+    """A comma list (or list) of names from ``allowed``, lower-cased, de-duplicated in order."""
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [n.strip().lower() for n in names if n.strip()]
-    unknown = [n for n in names if n not in METHODS]
+    unknown = [n for n in names if n not in allowed]
     if not names or unknown:
         raise UserError(
-            f"unknown method(s) {', '.join(unknown) or '(none given)'}; "
-            f"expected some of: {', '.join(METHODS)}"
+            f"unknown {noun}(s) {', '.join(unknown) or '(none given)'}; "
+            f"expected some of: {', '.join(allowed)}{hint}"
         )
     return list(dict.fromkeys(names))
+
+
+def parse_methods(value: str | Sequence[str]) -> list[str]:
+    return parse_choices(value, METHODS, "method")
 
 
 def _key(method: str, question_id: str) -> str:
@@ -139,32 +146,48 @@ def answer_record(
     }
 
 
+async def answer_each(
+    answerer: Answerer,
+    questions: Sequence[str],
+    ids: Sequence[str],
+    mode: str,
+    tag: str,
+    log_label: str | None = None,
+) -> tuple[list[Any | None], list[dict[str, Any]], float]:
+    """Answer a batch; if the batch call fails, one by one so one bad question costs one.
+
+    Returns a result per question (None where it failed), the error rows
+    (``tag`` as their method) and the wall time of the whole batch.
+    """
+    t0 = time.perf_counter()
+    errors: list[dict[str, Any]] = []
+    try:
+        results: list[Any | None] = list(await answerer.answer_many(list(questions), mode=mode))
+        if len(results) != len(questions):
+            raise RuntimeError(f"answer_many returned {len(results)} results for {len(questions)}")
+    except Exception as exc:
+        log.warning("batch of %d failed (%s); answering one by one", len(questions), exc)
+        results = []
+        for question, qid in zip(questions, ids, strict=True):
+            try:
+                results.append(await answerer.answer(question, mode=mode))
+            except Exception as one_exc:
+                log.error("answer failed for %s (%s): %s", qid, log_label or tag, one_exc)
+                errors.append(error_row("answer", tag, qid, one_exc))
+                results.append(None)
+    return results, errors, time.perf_counter() - t0
+
+
 async def answer_chunk(
     answerer: Answerer,
     chunk: Sequence[WikiNFQARecord],
     method: str,
     labels: Mapping[str, QuestionLabel],
 ) -> ChunkAnswers:
-    """Answer one batch; if the batch call fails, retry one by one to isolate the bad question(s)."""
-    t0 = time.perf_counter()
-    errors: list[dict[str, Any]] = []
-    try:
-        results: list[Any | None] = list(
-            await answerer.answer_many([r.question for r in chunk], mode=method)
-        )
-        if len(results) != len(chunk):
-            raise RuntimeError(f"answer_many returned {len(results)} results for {len(chunk)}")
-    except Exception as exc:
-        log.warning("batch of %d failed (%s); answering one by one", len(chunk), exc)
-        results = []
-        for rec in chunk:
-            try:
-                results.append(await answerer.answer(rec.question, mode=method))
-            except Exception as one_exc:
-                log.error("answer failed for %s (%s): %s", rec.question_id, method, one_exc)
-                errors.append(error_row("answer", method, rec.question_id, one_exc))
-                results.append(None)
-    wall = time.perf_counter() - t0
+    """Answer one batch of benchmark records (see :func:`answer_each`)."""
+    results, errors, wall = await answer_each(
+        answerer, [r.question for r in chunk], [r.question_id for r in chunk], method, method
+    )
     return ChunkAnswers(
         [
             answer_record(method, r, res, wall, len(chunk), labels)
@@ -234,6 +257,13 @@ class RunStats:
     scores: PhaseCounts = field(default_factory=PhaseCounts)
     decompositions: PhaseCounts = field(default_factory=PhaseCounts)
     coverage: PhaseCounts = field(default_factory=PhaseCounts)
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True) -> tqdm:
+    """A per-question progress bar (rate and ETA) on stderr."""
+    return tqdm(
+        total=total, desc=desc, unit="q", disable=not enabled, file=sys.stderr, dynamic_ncols=True
+    )
 
 
 class _Lazy:
@@ -321,14 +351,7 @@ class EvalRunner:
         return stats
 
     def _bar(self, total: int, desc: str) -> tqdm:
-        return tqdm(
-            total=total,
-            desc=desc,
-            unit="q",
-            disable=not self.progress,
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+        return progress_bar(total, desc, self.progress)
 
     def _record_error(self, phase: str, method: str, question_id: str, exc: BaseException) -> None:
         self._write_errors([error_row(phase, method, question_id, exc)])

@@ -203,16 +203,7 @@ class BM25Index:
         if isinstance(queries, str):
             raise TypeError("search() takes a sequence of queries, not one string")
         docs, scores = self.search_docs(queries, k)
-        out: list[list[Passage]] = []
-        for row_docs, row_scores in zip(docs, scores, strict=True):
-            hits: list[Passage] = []
-            for doc, score in zip(row_docs.tolist(), row_scores.tolist(), strict=True):
-                if score <= 0.0:
-                    continue
-                pid, title, text = self.store.get(doc)
-                hits.append(Passage(id=pid, title=title, text=text, score=float(score)))
-            out.append(hits)
-        return out
+        return self.store.passages(docs, scores, positive_only=True)
 
     def close(self) -> None:
         self.store.close()

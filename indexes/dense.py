@@ -524,14 +524,7 @@ class DenseIndex:
         if isinstance(queries, str):
             raise TypeError("search() takes a sequence of queries, not one string")
         docs, scores = self.search_docs(queries, k)
-        out: list[list[Passage]] = []
-        for row_docs, row_scores in zip(docs.tolist(), scores.tolist(), strict=True):
-            hits = []
-            for doc, score in zip(row_docs, row_scores, strict=True):
-                pid, title, text = self.store.get(doc)
-                hits.append(Passage(id=pid, title=title, text=text, score=float(score)))
-            out.append(hits)
-        return out
+        return self.store.passages(docs, scores)
 
     def close(self) -> None:
         self.store.close()

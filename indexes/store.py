@@ -18,6 +18,7 @@ from typing import BinaryIO
 import numpy as np
 
 from typed_rag.errors import UserError
+from typed_rag.retrieval import Passage
 
 TEXT_FILE = "passages.bin"
 OFFSETS_FILE = "passages.offsets"
@@ -103,6 +104,24 @@ class PassageStore:
 
     def get_many(self, docs: Sequence[int]) -> list[tuple[str, str, str]]:
         return [self.get(int(d)) for d in docs]
+
+    def passages(
+        self, docs: np.ndarray, scores: np.ndarray, positive_only: bool = False
+    ) -> list[list[Passage]]:
+        """Ranked hits (one row of document numbers and scores per query) as Passages.
+
+        ``positive_only`` drops scores <= 0 (BM25's documents that match no term).
+        """
+        out: list[list[Passage]] = []
+        for row_docs, row_scores in zip(docs.tolist(), scores.tolist(), strict=True):
+            hits: list[Passage] = []
+            for doc, score in zip(row_docs, row_scores, strict=True):
+                if positive_only and score <= 0.0:
+                    continue
+                pid, title, text = self.get(doc)
+                hits.append(Passage(id=pid, title=title, text=text, score=float(score)))
+            out.append(hits)
+        return out
 
     def get_id(self, doc: int) -> str:
         """Only the passage id (no text decoding), e.g. for evaluation runs."""

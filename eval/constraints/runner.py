@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,15 @@ from tqdm import tqdm
 
 from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
-from eval.runner import EvalAborted, _key, _result_dict, error_row
+from eval.runner import (
+    EvalAborted,
+    _key,
+    _lazy,
+    _result_dict,
+    answer_each,
+    parse_choices,
+    progress_bar,
+)
 from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
@@ -39,15 +46,7 @@ SET_COPY = "set.jsonl"
 
 
 def parse_arms(value: str | Sequence[str]) -> list[str]:
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = [n.strip().lower() for n in names if n.strip()]
-    unknown = [n for n in names if n not in ARMS]
-    if not names or unknown:
-        raise UserError(
-            f"unknown arm(s) {', '.join(unknown) or '(none given)'}; "
-            f"expected some of: {', '.join(ARMS)} (values of constraints.mode)"
-        )
-    return list(dict.fromkeys(names))
+    return parse_choices(value, ARMS, "arm", " (values of constraints.mode)")
 
 
 def arm_settings(settings: Settings, arm: str) -> Settings:
@@ -135,21 +134,13 @@ class ConstraintRunner:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.answerers = answerers
-        self._scorer_target = scorer_engine
-        self._scorer: Any = None
+        self._scorer = _lazy(scorer_engine, "generate")
         self.progress = progress
         self.answers = JsonlStore(self.run_dir / ANSWERS, key=arm_question_key)
         self.judgements = JsonlStore(self.run_dir / JUDGEMENTS, key=arm_question_key)
 
     def _bar(self, total: int, desc: str) -> tqdm:
-        return tqdm(
-            total=total,
-            desc=desc,
-            unit="q",
-            disable=not self.progress,
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+        return progress_bar(total, desc, self.progress)
 
     async def run(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> ConstraintRunStats:
         stats = ConstraintRunStats()
@@ -161,7 +152,7 @@ class ConstraintRunner:
         try:
             stats.judgements = await self._judge(items, arms)
         finally:
-            await self._close_scorer()
+            await self._scorer.close()
         return stats
 
     # ------------------------------------------------------------------ answers
@@ -195,25 +186,15 @@ class ConstraintRunner:
     async def _answer_chunk(
         self, answerer: Any, chunk: Sequence[ConstraintItem], arm: str
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Answer a batch; if the batch call fails, one by one so one bad question costs one."""
-        t0 = time.perf_counter()
-        errors: list[dict[str, Any]] = []
-        questions = [it.conditioned_question for it in chunk]
-        try:
-            results: list[Any] = list(await answerer.answer_many(questions, mode="typed-rag"))
-            if len(results) != len(chunk):
-                raise RuntimeError(f"answer_many returned {len(results)} results for {len(chunk)}")
-        except Exception as exc:
-            log.warning("batch of %d failed (%s); answering one by one", len(chunk), exc)
-            results = []
-            for it in chunk:
-                try:
-                    results.append(await answerer.answer(it.conditioned_question, mode="typed-rag"))
-                except Exception as one_exc:
-                    log.error("answer failed for %s (arm %s): %s", it.question_id, arm, one_exc)
-                    errors.append(error_row("answer", arm, it.question_id, one_exc))
-                    results.append(None)
-        wall = time.perf_counter() - t0
+        """Answer a batch (see :func:`eval.runner.answer_each`) into answer records."""
+        results, errors, wall = await answer_each(
+            answerer,
+            [it.conditioned_question for it in chunk],
+            [it.question_id for it in chunk],
+            "typed-rag",
+            arm,
+            log_label=f"arm {arm}",
+        )
         records = []
         for it, res in zip(chunk, results, strict=True):
             if res is None:
@@ -244,22 +225,6 @@ class ConstraintRunner:
 
     # ------------------------------------------------------------------ judgements
 
-    async def _scorer_engine(self) -> Engine:
-        if self._scorer is None:
-            target = self._scorer_target
-            if hasattr(target, "generate"):
-                self._scorer = target
-            else:
-                engine = target()
-                await engine.start()
-                self._scorer = engine
-        return self._scorer
-
-    async def _close_scorer(self) -> None:
-        if self._scorer is not None and self._scorer is not self._scorer_target:
-            await self._scorer.close()
-        self._scorer = None
-
     async def _judge(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> Counts:
         counts = Counts()
         todo: list[tuple[ConstraintItem, dict[str, Any]]] = []
@@ -276,7 +241,7 @@ class ConstraintRunner:
         if not todo:
             return counts
         judge = ComplianceJudge.from_settings(
-            await self._scorer_engine(), self.settings, self.scorer_settings
+            await self._scorer.get(), self.settings, self.scorer_settings
         )
         from eval.manifest import scorer_name
 
