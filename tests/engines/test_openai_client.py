@@ -118,7 +118,9 @@ async def test_request_carries_sampling_seed_and_schema(stub: str) -> None:
         await eng.generate([req, REQ])
     async with client(stub, json_mode="json_object") as eng:
         await eng.generate([req])
-    first, second, third = Stub.bodies
+    # The first two requests go out concurrently: arrival order is not fixed, so pick them by seed.
+    by_seed = {body["seed"]: body for body in Stub.bodies[:2]}
+    first, second, third = by_seed[9], by_seed[5], Stub.bodies[2]
     assert first["seed"] == 9 and first["temperature"] == 0.8 and first["top_p"] == 0.95
     assert first["response_format"] == {
         "type": "json_schema",
