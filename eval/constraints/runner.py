@@ -23,6 +23,7 @@ from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
 from eval.runner import (
     EvalAborted,
+    PhaseCounts,
     _key,
     _lazy,
     _result_dict,
@@ -104,16 +105,9 @@ class SharedTypedRAG:
 
 
 @dataclass
-class Counts:
-    done_before: int = 0
-    computed: int = 0
-    failed: int = 0
-
-
-@dataclass
 class ConstraintRunStats:
-    answers: dict[str, Counts] = field(default_factory=dict)
-    judgements: Counts = field(default_factory=Counts)
+    answers: dict[str, PhaseCounts] = field(default_factory=dict)
+    judgements: PhaseCounts = field(default_factory=PhaseCounts)
 
 
 class ConstraintRunner:
@@ -157,9 +151,9 @@ class ConstraintRunner:
 
     # ------------------------------------------------------------------ answers
 
-    async def _answer_arm(self, items: Sequence[ConstraintItem], arm: str) -> Counts:
+    async def _answer_arm(self, items: Sequence[ConstraintItem], arm: str) -> PhaseCounts:
         pending = [it for it in items if _key(arm, it.question_id) not in self.answers]
-        counts = Counts(done_before=len(items) - len(pending))
+        counts = PhaseCounts(done_before=len(items) - len(pending))
         if not pending:
             return counts
         answerer = await self.answerers.get(arm_settings(self.settings, arm))
@@ -225,8 +219,8 @@ class ConstraintRunner:
 
     # ------------------------------------------------------------------ judgements
 
-    async def _judge(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> Counts:
-        counts = Counts()
+    async def _judge(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> PhaseCounts:
+        counts = PhaseCounts()
         todo: list[tuple[ConstraintItem, dict[str, Any]]] = []
         for arm in arms:
             for it in items:

@@ -107,8 +107,10 @@ class ProbeEngine(FakeEngine):
         token_delay_s: float = 0.0,
         fail_with: BaseException | None = None,
         fail_in_stream: BaseException | None = None,
+        gate: threading.Event | None = None,
     ) -> None:
         super().__init__(responder, delay_s)
+        self.gate = gate  # when given, every call waits until the test sets it: no timing races
         self.token_delay_s = token_delay_s
         self.fail_with = fail_with
         self.fail_in_stream = fail_in_stream
@@ -120,9 +122,14 @@ class ProbeEngine(FakeEngine):
     def healthy(self) -> bool:
         return self.alive
 
+    async def _wait_for_gate(self) -> None:
+        while self.gate is not None and not self.gate.is_set():
+            await asyncio.sleep(0.01)
+
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         self.started += 1
         try:
+            await self._wait_for_gate()
             if self.fail_with is not None:
                 raise self.fail_with
             out = await super().generate(requests)
@@ -136,6 +143,7 @@ class ProbeEngine(FakeEngine):
         self.started += 1
         t0 = time.perf_counter()
         try:
+            await self._wait_for_gate()
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             if self.fail_with is not None:

@@ -66,15 +66,15 @@ def test_sixteen_concurrent_requests_all_complete(tmp_path: Path) -> None:
 
 
 def test_disconnect_cancels_engine_work(tmp_path: Path) -> None:
-    engine = ProbeEngine(delay_s=5.0)
+    engine = ProbeEngine(delay_s=10.0)
     settings = server_settings(tmp_path)
     with live_server(settings, make_rag(settings, engine)) as srv:
         body = {"model": "llm", "messages": [{"role": "user", "content": "Why is the sky blue?"}]}
         try:
-            httpx.post(srv.api + "/chat/completions", json=body, timeout=0.5)
+            httpx.post(srv.api + "/chat/completions", json=body, timeout=1.5)
         except httpx.ReadTimeout:
             pass  # the client gives up and closes the connection
-        wait_until(lambda: engine.cancelled == 1, 4.0)  # long before the 5 s delay ends
+        wait_until(lambda: engine.cancelled == 1, 6.0)  # long before the 10 s delay ends
         assert engine.finished == 0
         wait_until(lambda: srv.metric("typed_rag_requests_cancelled_total") == 1)
         assert srv.metric("typed_rag_requests_total", 'mode="llm",status="499"') == 1
@@ -115,8 +115,12 @@ def test_a_waiting_client_that_leaves_frees_its_queue_place(tmp_path: Path) -> N
                         await impatient.post(srv.api + "/chat/completions", json=body)
                     except httpx.ReadTimeout:
                         pass
-                await asyncio.sleep(0.3)
-                depth = srv.metric("typed_rag_queue_depth")
+                # The server notices the hang-up on its own time: wait for it, with a bound.
+                deadline = time.monotonic() + 10
+                while (
+                    depth := srv.metric("typed_rag_queue_depth")
+                ) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
                 third = await client.post(srv.api + "/chat/completions", json=body)
                 return int(depth), third.status_code, (await running).status_code
 
@@ -128,7 +132,7 @@ def test_a_waiting_client_that_leaves_frees_its_queue_place(tmp_path: Path) -> N
 def test_long_waits_in_a_stream_send_keepalives_the_sdk_ignores(tmp_path: Path) -> None:
     import openai
 
-    engine = ProbeEngine(delay_s=1.0)  # the streamed call starts after 1 s
+    engine = ProbeEngine(delay_s=2.0)  # the streamed call starts after 2 s
     settings = server_settings(tmp_path, **{"server.sse_keepalive_s": 0.2})
     with live_server(settings, make_rag(settings, engine)) as srv:
         body = {"model": "llm", "stream": True, "messages": [{"role": "user", "content": "Why?"}]}

@@ -171,7 +171,7 @@ def test_api_key_required_when_set(tmp_path: Path) -> None:
 
 
 def test_full_queue_gives_429_with_retry_after(tmp_path: Path) -> None:
-    engine = ProbeEngine(delay_s=1.0)
+    engine = ProbeEngine(gate=threading.Event())  # the first request runs until the 429 is seen
     settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.max_queue": 1})
     with live_server(settings, make_rag(settings, engine)) as srv:
         body = {"model": "rag", "messages": [Q]}
@@ -190,6 +190,7 @@ def test_full_queue_gives_429_with_retry_after(tmp_path: Path) -> None:
         err = assert_openai_error(r, 429, "rate_limit_exceeded")
         assert int(r.headers["retry-after"]) >= 1
         assert "max_queue" in err["message"]
+        engine.gate.set()
         first.join(30)
         second.join(30)
         assert [x.status_code for x in results] == [200, 200]

@@ -126,7 +126,7 @@ def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
     from ui.demo import make_responder
 
     settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.max_queue": 0})
-    engine = ProbeEngine(delay_s=2.0)
+    engine = ProbeEngine(gate=threading.Event())  # the blocker runs until the demo has asked
     with live_server(settings, make_rag(settings, engine)) as srv:
         body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
         blocker = threading.Thread(
@@ -138,6 +138,7 @@ def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
             deadline -= 1
             threading.Event().wait(0.05)
         outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "llm")))
+        engine.gate.set()
         blocker.join(30)
     assert "busy" in outputs[-1][5]
 
