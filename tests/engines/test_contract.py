@@ -191,6 +191,7 @@ async def test_batch_of_long_seeded_prompts(engine: Engine) -> None:
     results = await engine.generate(batch)
     assert [r.completion_tokens > 0 for r in results] == [True] * 8
     assert engine.healthy()
-    llm = getattr(engine, "_llm", None)
-    if llm is not None and llm.vllm_config.device_config.device.type == "cpu":
-        assert not llm.vllm_config.scheduler_config.enable_chunked_prefill
+    if engine.name == "vllm":
+        config = engine._llm.vllm_config  # type: ignore[attr-defined]
+        if config.device_config.device.type == "cpu":
+            assert not config.scheduler_config.enable_chunked_prefill
