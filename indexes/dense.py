@@ -25,9 +25,7 @@ store's size and build time and loading checks them.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -52,7 +50,6 @@ log = logging.getLogger(__name__)
 
 DENSE_DIR = "dense"
 EMBEDDINGS_FILE = "embeddings.npy"
-MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 STORED_DTYPE = "float16"
 SEARCH_BLOCK = 1 << 15  # rows scored at a time (384 dims, float32: 48 MiB)
@@ -189,19 +186,6 @@ def _store_identity(index_dir: Path, n: int) -> dict[str, Any]:
     }
 
 
-def read_dense_manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _write_dense_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    tmp = folder / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST_FILE)
-
-
 def _mismatch(old: dict[str, Any] | None, new: dict[str, Any], folder: Path) -> str | None:
     """Why an existing (partial) dense index cannot be continued; None when it can."""
     if old is None:
@@ -263,7 +247,7 @@ def build_dense(
             "normalized": True,
             "store": _store_identity(index_dir, n),
         }
-        old = read_dense_manifest(folder)
+        old = mf.read_manifest(folder)
         reason = _mismatch(old, wanted, folder)
         done = 0
         if reason is None and old is not None:
@@ -306,7 +290,7 @@ def build_dense(
                 emb[done:stop] = encode(model, texts, r.dense_batch_size).astype(STORED_DTYPE)
                 emb.flush()
                 done = stop
-                _write_dense_manifest(
+                mf.write_manifest(
                     folder,
                     {
                         **wanted,
@@ -338,7 +322,7 @@ def build_dense(
 def _start_over(folder: Path, n: int, dim: int) -> np.memmap:
     """An empty embeddings file; the manifest goes first, so a crash never looks resumable."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST_FILE).unlink(missing_ok=True)
+    (folder / mf.MANIFEST_FILE).unlink(missing_ok=True)
     return np.lib.format.open_memmap(
         folder / EMBEDDINGS_FILE, mode="w+", dtype=STORED_DTYPE, shape=(n, dim)
     )
@@ -450,7 +434,7 @@ class DenseIndex:
     ) -> None:
         index_dir = Path(index_dir)
         folder = dense_folder(index_dir)
-        manifest = read_dense_manifest(folder)
+        manifest = mf.read_manifest(folder)
         if manifest is None or not (folder / EMBEDDINGS_FILE).is_file():
             raise UserError(
                 f"no dense index in {folder}; build it with `{build_command(index_dir)}`"
@@ -494,7 +478,7 @@ class DenseIndex:
     def from_settings(cls, settings: Settings, index_dir: str | Path | None = None) -> DenseIndex:
         index_dir = Path(index_dir) if index_dir is not None else settings.index_dir
         folder = dense_folder(index_dir)
-        if read_dense_manifest(folder) is None:  # before loading a model
+        if mf.read_manifest(folder) is None:  # before loading a model
             raise UserError(
                 f"no dense index in {folder}; build it with `{build_command(index_dir)}`"
             )

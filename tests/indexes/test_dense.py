@@ -20,10 +20,10 @@ from indexes.dense import (
     build_dense,
     dense_folder,
     encode,
-    read_dense_manifest,
     top_k_inner_product,
 )
 from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
+from indexes.manifest import read_manifest
 from tests.conftest import TINY_PASSAGES
 from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
@@ -80,7 +80,7 @@ def fresh(tmp_path: Path, tiny_corpus: Path, minilm_path: Path) -> Settings:
 
 def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
     folder = dense_folder(built.index_dir)
-    manifest = read_dense_manifest(folder)
+    manifest = read_manifest(folder)
     assert manifest is not None
     assert manifest["complete"] is True and manifest["done"] == manifest["n"] == 16
     assert manifest["dim"] == 384 and manifest["dtype"] == "float16"
@@ -142,7 +142,7 @@ def test_interrupted_build_resumes_to_the_same_embeddings(
     with pytest.raises(Stop):
         build_dense(fresh, show_progress=False, chunk_size=5, on_chunk=stop_after_first)
     folder = dense_folder(fresh.index_dir)
-    partial = read_dense_manifest(folder)
+    partial = read_manifest(folder)
     assert partial is not None and partial["done"] == 5 and partial["complete"] is False
     with pytest.raises(UserError, match="unfinished .*5 of 16.*index build --dense"):
         DenseIndex.from_settings(fresh)
@@ -174,7 +174,7 @@ def test_if_missing_keeps_a_complete_index_and_changes_rebuild(fresh: Settings) 
     changed = build_dense(shorter, show_progress=False, if_missing=True)
     assert not changed.skipped and changed.encoded == 16 and changed.resumed_from == 0
     assert "max_length changed" in changed.reason
-    manifest = read_dense_manifest(dense_folder(fresh.index_dir))
+    manifest = read_manifest(dense_folder(fresh.index_dir))
     assert manifest is not None and manifest["max_length"] == 32
 
 
