@@ -433,9 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexes.build import build_index
     from indexes.dense import DenseIndex, build_dense, compute_dtype
     from indexes.fusion import HybridRetriever
+    from typed_rag.cli import parse_overrides
     from typed_rag.config import load_settings
 
-    overrides: dict[str, Any] = dict(s.split("=", 1) for s in args.set)
+    overrides: dict[str, Any] = parse_overrides(args.set)
     if args.dtype:
         overrides["retrieval.dense_dtype"] = args.dtype
     overrides["retrieval.dense_threads"] = args.threads

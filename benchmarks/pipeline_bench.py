@@ -30,7 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.runner import METHODS, parse_methods
+from typed_rag.cli import parse_overrides
 from typed_rag.config import Settings, load_settings
+from typed_rag.errors import UserError
 from typed_rag.result import Result
 from typed_rag.system import TypedRAG
 
@@ -49,7 +52,6 @@ QUESTIONS: list[tuple[str, str]] = [
     ("DEBATE", "Is nuclear power a good way to fight climate change?"),
     ("DEBATE", "Should homework be banned in primary schools?"),
 ]
-METHODS = ("llm", "rag", "typed-rag")
 
 
 def _row(result: Result, qtype: str, wall_s: float | None) -> dict[str, Any]:
@@ -206,15 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--classify", action="store_true", help="route by the classifier")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pipeline_bench.json"))
     args = ap.parse_args(argv)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if unknown := sorted(set(methods) - set(METHODS)):
-        ap.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
-    overrides: dict[str, Any] = {"sampling.max_tokens": args.max_tokens}
-    for pair in args.set:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            ap.error(f"--set expects KEY=VALUE, got {pair!r}")
-        overrides[key.strip()] = value.strip()
+    try:
+        methods = parse_methods(args.methods)
+        overrides: dict[str, Any] = {"sampling.max_tokens": args.max_tokens}
+        overrides.update(parse_overrides(args.set))
+    except UserError as exc:
+        ap.error(str(exc))
     settings = load_settings(args.config, **overrides)
     concurrency = args.concurrency or settings.engine.max_concurrency
     report = asyncio.run(run(settings, methods, args.per_type, not args.classify, concurrency))

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` pairs as ``load_settings`` overrides (the benchmarks take them too)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         try:
-            settings = load_settings(args.config, **_parse_overrides(args.overrides))
+            settings = load_settings(args.config, **parse_overrides(args.overrides))
         except ValidationError as exc:
             raise UserError(f"invalid settings: {_validation_summary(exc)}") from None
         return int(args.func(args, settings) or 0)
