@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from eval.linkage import LinkageItem, LinkageScorer, build_references
-from eval.metrics import percentile_rank
+from eval.metrics import percentile_rank, spearman
 from eval.wikinfqa import load_wikinfqa
 from typed_rag.config import Settings, load_settings
 
@@ -52,27 +52,6 @@ def candidates(settings: Settings, n_questions: int, seed: int) -> list[tuple[Li
                     (LinkageItem(f"{rec.question_id}/{label}", rec.question, refs, cand), label)
                 )
     return out
-
-
-def spearman(x: list[float], y: list[float]) -> float:
-    """Spearman's rho with average ranks for ties (no scipy needed)."""
-
-    def ranks(v: list[float]) -> np.ndarray:
-        arr = np.asarray(v, dtype=float)
-        order = arr.argsort(kind="mergesort")
-        r = np.empty(len(arr))
-        r[order] = np.arange(len(arr))
-        for value in np.unique(arr):
-            idx = arr == value
-            r[idx] = r[idx].mean()
-        return r
-
-    if len(x) < 3:
-        return float("nan")
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 async def run(settings: Settings, n_questions: int, batch: int, seed: int) -> dict[str, Any]:

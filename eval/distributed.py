@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.labels import QuestionLabel
-from eval.linkage import LinkageScorer
+from eval.linkage import build_scorer as build_linkage_scorer
 from eval.manifest import scorer_name
 from eval.runner import (
     ChunkAnswers,
@@ -171,7 +171,7 @@ class EvalWorker:
         if self._scorer is None:
             await self._answerer.close()  # the generator leaves before the scorer loads
             engine = await self._engine.get()
-            self._scorer = LinkageScorer.from_settings(engine, self.settings, self.scorer_settings)
+            self._scorer = build_linkage_scorer(engine, self.settings, self.scorer_settings)
         seed = self.settings.eval.reference_seed
         return await score_chunk(
             self._scorer, chunk, seed, scorer_name(self.scorer_settings), self.labels

@@ -62,6 +62,16 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "scorer_sampling": scorer.sampling.model_dump(mode="json"),
         "reference_seed": settings.eval.reference_seed,
         "paper_off_by_one": settings.eval.paper_off_by_one,
+        "judge": judge_identity(settings),
+    }
+
+
+def judge_identity(settings: Settings) -> dict[str, Any]:
+    """How verdicts are obtained: protocol, temperature (0 = deterministic), output budget."""
+    return {
+        "protocol": settings.eval.judge_protocol,
+        "temperature": settings.eval.judge_temperature,
+        "max_tokens": settings.eval.scorer_max_tokens,
     }
 
 
@@ -120,7 +130,11 @@ def write_manifest(
         manifest = {
             "created": now,
             "generator": {**engine_identity(settings), "modes": methods},
-            "scorer": {**engine_identity(scorer), "name": scorer_name(scorer)},
+            "scorer": {
+                **engine_identity(scorer),
+                "name": scorer_name(scorer),
+                **judge_identity(settings),
+            },
             "seed": settings.sampling.seed,
             "reference_seed": settings.eval.reference_seed,
             "paper_off_by_one": settings.eval.paper_off_by_one,

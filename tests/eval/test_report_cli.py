@@ -166,6 +166,8 @@ def test_off_by_one_run_and_unparsed_policy(
         *base_args(tmp_path, nfqa_dir),
         "--set",
         "eval.max_resamples=1",
+        "--set",
+        "eval.judge_protocol=linkage",
         "eval",
         "run",
         "--subsets",
