@@ -118,6 +118,22 @@ def _warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> Non
         )
 
 
+# Backends whose engine exposes next-token probabilities (Engine.score_choices).
+PROB_BACKENDS = ("llamacpp", "fake")
+
+
+def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
+    if (
+        settings.eval.judge_protocol == "linkage-prob"
+        and scorer.engine.backend not in PROB_BACKENDS
+    ):
+        raise UserError(
+            f"judge protocol linkage-prob reads token probabilities, which the "
+            f"{scorer.engine.backend} backend does not expose; use a llamacpp scorer or "
+            "--set eval.judge_protocol=linkage"
+        )
+
+
 def _type_list(value: str | None) -> list[str] | None:
     if not value:
         return None
@@ -256,6 +272,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     subsets = parse_subsets(args.subsets)
     scorer = scorer_settings_for(settings, args)
+    _check_judge_backend(settings, scorer)
     _warn_if_self_judged(settings, scorer, "scorer")
     data = _load_data(args, settings)
     run_dir: Path = args.out
