@@ -163,7 +163,13 @@ class EvalWorker:
         self._scorer: Any = None
 
     async def answer(self, method: str, chunk: Sequence[WikiNFQARecord]) -> ChunkAnswers:
-        return await answer_chunk(await self._answerer.get(), chunk, method, self.labels)
+        return await answer_chunk(
+            await self._answerer.get(),
+            chunk,
+            method,
+            self.labels,
+            self.settings.eval.store_passage_text,
+        )
 
     async def score(
         self, chunk: Sequence[tuple[str, WikiNFQARecord, Mapping[str, Any]]]

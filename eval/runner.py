@@ -141,8 +141,13 @@ def answer_record(
     wall: float,
     batch: int,
     labels: Mapping[str, QuestionLabel],
+    passage_text: bool = True,
 ) -> dict[str, Any]:
     data = _result_dict(result)
+    if not passage_text:
+        data["passages"] = [
+            {k: v for k, v in p.items() if k != "text"} for p in data.get("passages") or []
+        ]
     return {
         "method": method,
         "question_id": rec.question_id,
@@ -205,6 +210,7 @@ async def answer_chunk(
     chunk: Sequence[WikiNFQARecord],
     method: str,
     labels: Mapping[str, QuestionLabel],
+    passage_text: bool = True,
 ) -> ChunkAnswers:
     """Answer one batch of benchmark records (see :func:`answer_each`)."""
     results, errors, wall = await answer_each(
@@ -217,7 +223,7 @@ async def answer_chunk(
     )
     return ChunkAnswers(
         [
-            answer_record(method, r, res, wall, len(chunk), labels)
+            answer_record(method, r, res, wall, len(chunk), labels, passage_text)
             for r, res in zip(chunk, results, strict=True)
             if res is not None
         ],
@@ -431,7 +437,9 @@ class EvalRunner:
         with self._bar(len(pending), f"answer {method}") as bar:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
-                done = await answer_chunk(answerer, chunk, method, self.labels)
+                done = await answer_chunk(
+                    answerer, chunk, method, self.labels, self.settings.eval.store_passage_text
+                )
                 self._store_answers(method, done, len(chunk), counts)
                 bar.update(len(chunk))
         return counts

@@ -212,6 +212,9 @@ class EvalSettings(BaseModel):
     score_batch_size: int = 64  # scorer requests per engine.generate call
     sample_seed: int = 42  # stratified --sample and bootstrap resampling
     labels_path: Path | None = None  # default: <home>/eval/wikinfqa-labels.json
+    # Keep passage texts in answers.jsonl (needed by --coverage's context judge); off for
+    # runs committed under results/, where ids, titles and scores suffice (the index has the text).
+    store_passage_text: bool = True
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512

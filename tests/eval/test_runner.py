@@ -231,3 +231,22 @@ async def test_default_protocol_stores_verdict_distributions(
     row = scores[("rag", "nq_0")]
     assert row["protocol"] == "linkage-prob" and row["rank"] == 1 and row["dist"][0] == 1.0
     assert scores[("llm", "nq_0")]["rank"] == 3
+
+
+async def test_committed_runs_can_leave_passage_texts_out(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records[:2]
+    settings = eval_settings.model_copy(
+        update={"eval": eval_settings.eval.model_copy(update={"store_passage_text": False})}
+    )
+    runner = EvalRunner(
+        settings,
+        tmp_path / "run",
+        answerer=StandInAnswerer(),
+        scorer_engine=FakeEngine(linkage_responder()),
+        progress=False,
+    )
+    await runner.run(records, ["rag"])
+    (passage,) = lines(tmp_path / "run" / ANSWERS)[0]["result"]["passages"]
+    assert passage["id"] == "p1" and passage["citation"] == 1 and "text" not in passage
