@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.figures import plt
 from eval.judge_validity import Candidate, build_candidates, pick_questions, validity
 from eval.judges import Judgement, ensemble, judge, parse_protocol
 from eval.labels import QuestionLabel
@@ -252,4 +253,29 @@ def run_validity(
     asyncio.run(judge_candidates(protocols, judge_settings, candidates, out, progress=progress))
     # The default judge is the default protocol on the generator's own model.
     default = (settings.eval.judge_protocol, scorer_name(settings))
-    return summarize(candidates, out, default, ensembles, settings.eval.bootstrap)
+    summary = summarize(candidates, out, default, ensembles, settings.eval.bootstrap)
+    (out / "summary.md").write_text(render(summary) + "\n", encoding="utf-8")
+    plot_quality_by_kind(summary, out / "quality_by_grade.png")
+    return summary
+
+
+def plot_quality_by_kind(summary: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Mean quality each protocol gives to grades 0-3 and to the generator's off-topic and
+    no-gold answers: a valid judge's bars rise with the grade and stay low for the last two."""
+    kinds = ["grade0", "grade1", "grade2", "grade3", "nogold", "offtopic"]
+    fig, ax = plt.subplots(figsize=(9, 4), dpi=110)
+    width = 0.8 / max(1, len(summary))
+    for j, row in enumerate(summary):
+        means = [row["mean_quality"].get(k, float("nan")) for k in kinds]
+        label = f"{row['protocol']} ({row['model'].split(':')[-1]})"
+        ax.bar([i - 0.4 + width * (j + 0.5) for i in range(len(kinds))], means, width, label=label)
+    ax.set_xticks(
+        range(len(kinds)), ["grade 0", "grade 1", "grade 2", "grade 3", "no gold", "off-topic"]
+    )
+    ax.set_ylabel("mean judged quality (0-1)")
+    ax.set_title("Judge validity on Wiki-NFQA: held-out graded answers and generator answers")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

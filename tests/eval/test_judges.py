@@ -112,3 +112,41 @@ def test_validity_counts_orderings_off_topic_and_no_gold() -> None:
     assert out["acc_offtopic"] == 0.5 and out["offtopic_first"] == 0.5
     assert out["acc_nogold"] == 1.0 and out["n"] == 2
     assert not math.isnan(out["spearman"])
+
+
+def test_judge_validity_command_is_resumable_and_writes_the_summary(
+    tmp_path, nfqa_dir, settings
+) -> None:
+    from eval.judge_run import run_validity
+    from eval.labels import classify_questions
+    from eval.wikinfqa import load_wikinfqa
+    from tests.eval.conftest import KeywordClassifier
+    from typed_rag.config import load_settings
+
+    s = load_settings(
+        None,
+        **{"home": str(settings.home), "engine.backend": "fake", "eval.bootstrap": 20},
+    )
+    records = load_wikinfqa(nfqa_dir, "nq,squad").records
+    labels = classify_questions(records, KeywordClassifier())
+    out = tmp_path / "judge"
+    kwargs = dict(questions=6, pool=4, protocols=["linkage-prob", "rubric-prob"])
+    kwargs["pool_size"] = kwargs.pop("pool")
+    first = run_validity(
+        s, s, records, labels, out, **kwargs, ensembles=["linkage-prob+rubric-prob"]
+    )
+    lines = (out / "judgements.jsonl").read_text().splitlines()
+    again = run_validity(s, s, records, labels, out, **kwargs)
+    assert (out / "judgements.jsonl").read_text().splitlines() == lines  # nothing re-judged
+    assert {r["protocol"] for r in first} == {
+        "linkage-prob",
+        "rubric-prob",
+        "linkage-prob+rubric-prob",
+    }
+    row = next(r for r in again if r["protocol"] == "linkage-prob")
+    assert row["default"] is True and row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
+    for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "spearman", "n"):
+        assert key in row
+    assert (
+        row["n"] == 6 and (out / "summary.md").exists() and (out / "quality_by_grade.png").exists()
+    )
