@@ -18,7 +18,7 @@ from typing import Any
 
 from eval.figures import plt
 from eval.judge_validity import Candidate, build_candidates, pick_questions, validity
-from eval.judges import Judgement, ensemble, judge, parse_protocol
+from eval.judges import Judgement, ensemble, gated, judge, parse_protocol
 from eval.labels import QuestionLabel
 from eval.manifest import scorer_name
 from eval.runner import progress_bar
@@ -129,10 +129,11 @@ def summarize(
     ensembles: Sequence[str] = (),
     n_boot: int = 1000,
 ) -> list[dict[str, Any]]:
-    """Validity of every stored (protocol, model) and of the requested ensembles.
+    """Validity of every stored (protocol, model) and of the requested combinations.
 
-    An ensemble is written ``"p1@m1+p2@m2"`` (``@model`` optional when one model
-    judged). Rows go to ``out/summary.json`` in the shape tools read.
+    An ensemble (mean quality) is written ``"p1@m1+p2@m2"``, a gate ``"p1*relevance-prob"``
+    (``@model`` optional when one model judged; ``linkage-prob*relevance-prob`` is
+    reported as ``linkage-prob-gated``). Rows go to ``out/summary.json``.
     """
     keys = {c.key for c in candidates}
     rows = [r for r in JsonlStore(out / JUDGEMENTS, key=_judgement_key) if r["key"] in keys]
@@ -141,29 +142,29 @@ def summarize(
         by_judge.setdefault((r["protocol"], r["model"]), {})[r["key"]] = r
     models = sorted({m for _, m in by_judge})
     for spec in ensembles:
+        product = "*" in spec
         parts = []
-        for part in spec.split("+"):
+        for part in spec.split("*" if product else "+"):
             protocol, _, model = part.partition("@")
             parts.append((protocol, model or (models[0] if len(models) == 1 else "")))
         if not all(p in by_judge for p in parts):
-            log.warning("ensemble %s: not every part has been judged; skipped", spec)
+            log.warning("combination %s: not every part has been judged; skipped", spec)
             continue
         common = sorted(set.intersection(*(set(by_judge[p]) for p in parts)))
-        merged = ensemble(
+        judged = [
             [
-                [
-                    Judgement(
-                        k,
-                        by_judge[p][k]["quality"],
-                        by_judge[p][k]["worst"],
-                        by_judge[p][k]["best"],
-                    )
-                    for k in common
-                ]
-                for p in parts
+                Judgement(
+                    k, by_judge[p][k]["quality"], by_judge[p][k]["worst"], by_judge[p][k]["best"]
+                )
+                for k in common
             ]
-        )
-        name = "+".join(p for p, _ in parts)
+            for p in parts
+        ]
+        merged = gated(*judged) if product else ensemble(judged)
+        names = [p for p, _ in parts]
+        name = f"{names[0]}-gated" if names[1:] == ["relevance-prob"] else spec.split("@")[0]
+        if not product:
+            name = "+".join(names)
         model = "+".join(dict.fromkeys(m for _, m in parts))
         secs = sum(
             sum(by_judge[p][k]["s_per_verdict"] for k in common) / max(1, len(common))

@@ -11,6 +11,9 @@ against them:
   generator's temperature, 64 output tokens, no off-topic rule);
 - ``linkage``: the text verdict, greedy, with a paper-sized output budget;
 - ``linkage-prob``: the verdict distribution from token probabilities;
+- ``linkage-prob-gated``: the same, behind a relevance gate (an answer that does not
+  address the question is last), the product ``linkage-prob*relevance-prob``;
+- ``relevance-prob``: the gate alone (quality = P(the answer addresses the question));
 - ``rubric-prob``: a 1-5 rubric against the best reference, expected score;
 - ``pairwise-prob``: candidate vs each reference in both orders;
 - ``A+B``: the mean quality of several protocols (an ensemble).
@@ -30,6 +33,8 @@ from eval.linkage import (
     LinkageScorer,
     expected_percentile_rank,
     max_rank,
+    p_yes,
+    relevance_request,
     verdict_distribution,
 )
 from eval.metrics import percentile_rank
@@ -40,11 +45,11 @@ PROTOCOLS: tuple[str, ...] = (
     "linkage-sampled",
     "linkage",
     "linkage-prob",
+    "linkage-prob-gated",
+    "relevance-prob",
     "rubric-prob",
     "pairwise-prob",
 )
-# Protocols whose verdict is a LINKAGE rank, so an evaluation can report MRR and MPR.
-RANK_PROTOCOLS: tuple[str, ...] = ("linkage", "linkage-prob")
 
 
 @dataclass
@@ -207,8 +212,8 @@ def verdict_ab(logprobs: dict[str, float]) -> tuple[float, float]:
 
 
 def parse_protocol(name: str) -> list[str]:
-    """``"a+b"`` -> its parts, each a known protocol."""
-    parts = [p.strip() for p in name.split("+") if p.strip()]
+    """``"a+b"`` (ensemble) or ``"a*b"`` (gate) -> its parts, each a known protocol."""
+    parts = [p.strip() for p in name.replace("*", "+").split("+") if p.strip()]
     unknown = [p for p in parts if p not in PROTOCOLS]
     if not parts or unknown:
         raise UserError(
@@ -243,8 +248,18 @@ async def judge(
             engine, temperature=temperature, seed=seed, max_resamples=max_resamples
         )
         return [from_linkage(s) for s in await scorer.score(items)]
-    if protocol == "linkage-prob":
-        return [from_linkage(s) for s in await LinkageProbScorer(engine).score(items)]
+    if protocol in ("linkage-prob", "linkage-prob-gated"):
+        scorer = LinkageProbScorer(engine, gated=protocol == "linkage-prob-gated")
+        return [from_linkage(s) for s in await scorer.score(items)]
+    if protocol == "relevance-prob":
+        results = await engine.score_choices(
+            [relevance_request(it.question, it.candidate) for it in items]
+        )
+        out = []
+        for it, res in zip(items, results, strict=True):
+            p = p_yes(res.logprobs)
+            out.append(Judgement(it.key, p, p < 0.5, False, res.latency_s, res.prompt_tokens))
+        return out
     if protocol == "rubric-prob":
         return await rubric_prob(engine, items)
     if protocol == "pairwise-prob":
@@ -267,6 +282,25 @@ def ensemble(parts: Sequence[Sequence[Judgement]]) -> list[Judgement]:
                 sum(j.latency_s for j in group),
                 sum(j.prompt_tokens for j in group),
                 sum(j.completion_tokens for j in group),
+            )
+        )
+    return out
+
+
+def gated(linkage: Sequence[Judgement], relevance: Sequence[Judgement]) -> list[Judgement]:
+    """``linkage-prob-gated`` from stored parts: quality x P(relevant); last when the gate
+    says no, else the LINKAGE verdict (as :func:`eval.linkage.gate`)."""
+    out = []
+    for a, g in zip(linkage, relevance, strict=True):
+        relevant = g.quality or 0.0
+        out.append(
+            Judgement(
+                a.key,
+                None if a.quality is None else a.quality * relevant,
+                a.worst or relevant < 0.5,
+                a.best and relevant >= 0.5,
+                a.latency_s + g.latency_s,
+                a.prompt_tokens + g.prompt_tokens,
             )
         )
     return out

@@ -170,6 +170,8 @@ class LinkageScore:
     off_by_one: bool = False
     # Probability of each verdict k = 1..max_rank (token-probability protocol only).
     dist: list[float] | None = None
+    # The relevance gate's P(the answer addresses the question) (gated protocol only).
+    relevance: float | None = None
 
     @property
     def parsed(self) -> bool:
@@ -282,6 +284,44 @@ def expected_percentile_rank(dist: Sequence[float], n: int) -> float:
     return sum(p * (1 - (k - 1) / n) * 100 for k, p in enumerate(dist, start=1))
 
 
+RELEVANCE_PROMPT = (
+    "Does the answer below address the question asked: its subject and what it asks? "
+    "Judge only whether it is about this question, not whether it is correct or complete. "
+    'Reply "[[yes]]" or "[[no]]".'
+)
+
+
+def relevance_messages(question: str, candidate: str) -> list[dict[str, str]]:
+    """The relevance gate's prompt: the question and the candidate, no references."""
+    user = f"{RELEVANCE_PROMPT}\n\nQuestion: {question.strip()}\n\nAnswer: {candidate.strip()}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def relevance_request(question: str, candidate: str) -> ChoiceRequest:
+    return ChoiceRequest(relevance_messages(question, candidate), VERDICT_PREFIX, ("yes", "no"))
+
+
+def p_yes(logprobs: dict[str, float]) -> float:
+    """P(yes) renormalised over the two answers."""
+    yes, _no = verdict_distribution(
+        {"1": logprobs.get("yes", -math.inf), "2": logprobs.get("no", -math.inf)}, 2
+    )
+    return yes
+
+
+def gate(dist: Sequence[float], relevant: float) -> tuple[list[float], int]:
+    """The gated verdict: with probability 1 - ``relevant`` the answer is off-topic and last.
+
+    Returns the mixed distribution and the discrete verdict: last when the gate says no
+    (``relevant < 0.5``), else the mode of the LINKAGE distribution.
+    """
+    worst = len(dist)
+    mixed = [relevant * p for p in dist]
+    mixed[-1] += 1 - relevant
+    rank = worst if relevant < 0.5 else max(range(worst), key=lambda j: dist[j]) + 1
+    return mixed, rank
+
+
 class LinkageProbScorer:
     """LINKAGE with the verdict read from token probabilities instead of sampled text.
 
@@ -294,15 +334,25 @@ class LinkageProbScorer:
     """
 
     def __init__(
-        self, engine: Engine, *, off_by_one: bool = False, off_topic_rule: bool = True
+        self,
+        engine: Engine,
+        *,
+        off_by_one: bool = False,
+        off_topic_rule: bool = True,
+        gated: bool = False,
     ) -> None:
         self.engine = engine
         self.off_by_one = off_by_one
         self.off_topic_rule = off_topic_rule
+        self.gated = gated
 
     @classmethod
     def from_settings(cls, engine: Engine, settings: Settings) -> LinkageProbScorer:
-        return cls(engine, off_by_one=settings.eval.paper_off_by_one)
+        return cls(
+            engine,
+            off_by_one=settings.eval.paper_off_by_one,
+            gated=settings.eval.judge_protocol == "linkage-prob-gated",
+        )
 
     def request(self, item: LinkageItem) -> ChoiceRequest:
         worst = max_rank(len(item.references), self.off_by_one)
@@ -325,6 +375,12 @@ class LinkageProbScorer:
                 strict=True,
             )
         )
+        relevant: dict[int, float] = {}
+        if self.gated:
+            gates = await self.engine.score_choices(
+                [relevance_request(items[i].question, items[i].candidate) for i in asked]
+            )
+            relevant = {i: p_yes(g.logprobs) for i, g in zip(asked, gates, strict=True)}
         scores: list[LinkageScore] = []
         for i, item in enumerate(items):
             n = len(item.references)
@@ -347,6 +403,8 @@ class LinkageProbScorer:
                 continue
             dist = verdict_distribution(res.logprobs, worst)
             rank = max(range(worst), key=lambda j: dist[j]) + 1
+            if self.gated:
+                dist, rank = gate(dist, relevant[i])
             scores.append(
                 LinkageScore(
                     key=item.key,
@@ -359,6 +417,7 @@ class LinkageProbScorer:
                     latency_s=res.latency_s,
                     off_by_one=self.off_by_one,
                     dist=[round(p, 6) for p in dist],
+                    relevance=round(relevant[i], 6) if self.gated else None,
                 )
             )
         return scores
@@ -368,6 +427,6 @@ def build_scorer(
     engine: Engine, settings: Settings, scorer_settings: Settings | None = None
 ) -> LinkageScorer | LinkageProbScorer:
     """The run's LINKAGE scorer, by ``settings.eval.judge_protocol``."""
-    if settings.eval.judge_protocol == "linkage-prob":
+    if settings.eval.judge_protocol in ("linkage-prob", "linkage-prob-gated"):
         return LinkageProbScorer.from_settings(engine, settings)
     return LinkageScorer.from_settings(engine, settings, scorer_settings)

@@ -242,6 +242,12 @@ def routed_types(
     return [labels[r.question_id].type for r in chunk]
 
 
+def scorer_protocol(scorer: LinkageScorer | LinkageProbScorer) -> str:
+    if isinstance(scorer, LinkageProbScorer):
+        return "linkage-prob-gated" if scorer.gated else "linkage-prob"
+    return "linkage"
+
+
 async def score_chunk(
     scorer: LinkageScorer | LinkageProbScorer,
     chunk: Sequence[tuple[str, WikiNFQARecord, Mapping[str, Any]]],
@@ -281,7 +287,8 @@ async def score_chunk(
                 "wall_s": wall / len(chunk),
                 "off_by_one": v.off_by_one,
                 "dist": v.dist,
-                "protocol": "linkage-prob" if v.dist is not None else "linkage",
+                "relevance": v.relevance,
+                "protocol": scorer_protocol(scorer),
                 "scorer": name,
             }
         )

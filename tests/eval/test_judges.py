@@ -150,3 +150,32 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
     assert (
         row["n"] == 6 and (out / "summary.md").exists() and (out / "quality_by_grade.png").exists()
     )
+
+
+async def test_the_relevance_gate_sends_off_topic_answers_last() -> None:
+    def chooser(req: ChoiceRequest) -> dict[str, float]:
+        text = req.messages[-1]["content"]
+        if req.choices == ("yes", "no"):  # the gate: only the leaves answer is on topic
+            return {"yes": 0.9, "no": 0.1} if "chlorophyll" in text else {"yes": 0.2, "no": 0.8}
+        return {"1": 0.7, "2": 0.1, "3": 0.1, "4": 0.1}  # LINKAGE alone: both look best
+
+    engine = FakeEngine(chooser=chooser)
+    on, off = await LinkageProbScorer(engine, gated=True).score(
+        [item("on", "chlorophyll breaks down"), item("off", "Rome fell to invaders")]
+    )
+    assert on.rank == 1 and on.relevance == pytest.approx(0.9)
+    assert on.dist == pytest.approx([0.63, 0.09, 0.09, 0.09 + 0.1])
+    assert off.rank == 4 and off.dist[-1] == pytest.approx(0.2 * 0.1 + 0.8)
+    # The stored-parts combination gives the same quality and verdict.
+    (j_on, j_off) = await judge(
+        "linkage-prob-gated", engine, [item("on", "chlorophyll"), item("off", "Rome")]
+    )
+    parts = [
+        await judge("linkage-prob", engine, [item("off", "Rome")]),
+        await judge("relevance-prob", engine, [item("off", "Rome")]),
+    ]
+    from eval.judges import gated
+
+    (combined,) = gated(*parts)
+    assert combined.quality == pytest.approx(j_off.quality) and combined.worst and j_off.worst
+    assert not j_on.worst
