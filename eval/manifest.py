@@ -118,6 +118,17 @@ def write_manifest(
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
         diffs = _diff(manifest.get("fingerprint", {}), fp)
+        judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
+        if diffs and judge_only and not _has_scores(run_dir):
+            # Nothing judged yet: the answers do not depend on the judge, so it may change.
+            manifest["fingerprint"] = fp
+            manifest["scorer"] = {
+                **engine_identity(scorer),
+                "name": scorer_name(scorer),
+                **judge_identity(settings),
+            }
+            manifest["scorer_settings"] = scorer.model_dump(mode="json")
+            diffs = []
         if diffs:
             raise UserError(
                 f"run directory {run_dir} was made with different settings; use a new --out. "
@@ -151,6 +162,15 @@ def write_manifest(
     tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     tmp.replace(path)
     return manifest
+
+
+# Fingerprint entries that only concern the judge (see write_manifest).
+JUDGE_KEYS = ("scorer", "judge")
+
+
+def _has_scores(run_dir: Path) -> bool:
+    path = run_dir / "scores.jsonl"
+    return path.exists() and path.stat().st_size > 0
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

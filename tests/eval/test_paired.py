@@ -85,3 +85,24 @@ def test_gold_and_citation_shares_are_paired() -> None:
     assert gold["share"]["rag"]["mean"] == 1.0 and gold["share"]["typed-rag"]["mean"] == 0.5
     assert gold["paired"][0]["diff"] == pytest.approx(-0.5)
     assert [cites_shown_passage(a) for a in answers] == [True, False, False, True]
+
+
+def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> None:
+    from eval.manifest import read_manifest, write_manifest
+    from typed_rag.config import load_settings
+    from typed_rag.errors import UserError
+
+    run = tmp_path / "run"
+    kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
+    first = load_settings(None, **{"eval.judge_protocol": "linkage-prob"})
+    gated = load_settings(None, **{"eval.judge_protocol": "linkage-prob-gated"})
+    write_manifest(run, first, first, **kw)
+    write_manifest(run, gated, gated, **kw)  # answers only so far: allowed
+    assert read_manifest(run)["scorer"]["protocol"] == "linkage-prob-gated"
+    (run / "scores.jsonl").write_text('{"method": "rag", "question_id": "q1"}\n')
+    with pytest.raises(UserError, match="different settings"):
+        write_manifest(run, first, first, **kw)
+    other_generator = load_settings(None, **{"engine.model": "other"})
+    (run / "scores.jsonl").unlink()
+    with pytest.raises(UserError, match="different settings"):
+        write_manifest(run, other_generator, gated, **kw)  # the generator never may
