@@ -99,15 +99,18 @@ RUBRIC = (
 )
 
 
-def rubric_messages(question: str, reference: str, candidate: str) -> list[dict[str, str]]:
-    user = (
-        f"{RUBRIC}\n\nQuestion: {question.strip()}\n\nReference answer: {reference.strip()}"
-        f"\n\nCandidate answer: {candidate.strip()}"
-    )
+def judge_messages(instructions: str, question: str, **answers: str) -> list[dict[str, str]]:
+    """Instructions, the question, then each named answer (``Reference_answer=...``)."""
+    parts = [instructions, f"Question: {question.strip()}"]
+    parts += [f"{name.replace('_', ' ')}: {text.strip()}" for name, text in answers.items()]
     return [
         {"role": "system", "content": "You are an impartial judge of answers."},
-        {"role": "user", "content": user},
+        {"role": "user", "content": "\n\n".join(parts)},
     ]
+
+
+def rubric_messages(question: str, reference: str, candidate: str) -> list[dict[str, str]]:
+    return judge_messages(RUBRIC, question, Reference_answer=reference, Candidate_answer=candidate)
 
 
 async def rubric_prob(engine: Engine, items: Sequence[LinkageItem]) -> list[Judgement]:
@@ -144,14 +147,7 @@ PAIRWISE = (
 
 
 def pairwise_messages(question: str, first: str, second: str) -> list[dict[str, str]]:
-    user = (
-        f"{PAIRWISE}\n\nQuestion: {question.strip()}\n\nAnswer A: {first.strip()}"
-        f"\n\nAnswer B: {second.strip()}"
-    )
-    return [
-        {"role": "system", "content": "You are an impartial judge of answers."},
-        {"role": "user", "content": user},
-    ]
+    return judge_messages(PAIRWISE, question, Answer_A=first, Answer_B=second)
 
 
 async def pairwise_prob(engine: Engine, items: Sequence[LinkageItem]) -> list[Judgement]:

@@ -172,20 +172,14 @@ class LlamaCppEngine(Engine):
     # -------------------------------------------------------------- requests
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        await self.start()
-        loop = asyncio.get_running_loop()
-        jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
-        for job in jobs:
-            self._queue.put(job)
-        try:
-            return list(await asyncio.gather(*(job.future for job in jobs)))
-        except BaseException:
-            for job in jobs:
-                job.cancelled.set()
-            raise
+        return await self._submit(requests)
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """One forward pass per request; consecutive requests share their common prompt prefix."""
+        return await self._submit(requests)
+
+    async def _submit(self, requests: Sequence[ChatRequest | ChoiceRequest]) -> list[Any]:
+        """Queue the requests in order and await their results; cancelling drops them all."""
         await self.start()
         loop = asyncio.get_running_loop()
         jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
