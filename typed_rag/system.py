@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typed_rag.citations import check_citations, strip_invalid
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.config import SamplingSettings, Settings
 from typed_rag.constraints import (
@@ -179,7 +180,7 @@ class TypedRAG:
             parts.append(delta)
             yield delta
         ctx.result.answer = "".join(parts)
-        yield self._finish(ctx, start)
+        yield self._finish(ctx, start, streamed=True)
 
     async def answer_many(
         self,
@@ -332,9 +333,21 @@ class TypedRAG:
         return found.question != original
 
     @staticmethod
-    def _finish(ctx: Context, start: float) -> Result:
-        ctx.result.timings["total"] = time.perf_counter() - start
-        return ctx.result
+    def _finish(ctx: Context, start: float, streamed: bool = False) -> Result:
+        """Check the answer's citations against the shown passages, then close the timings.
+
+        Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
+        typed-rag answer also loses them (not a streamed one: it is already sent).
+        """
+        result = ctx.result
+        shown = {p.citation for p in result.passages}
+        check = check_citations(result.answer, shown)
+        result.citations, result.invalid_citations = check.valid, check.invalid
+        strip = ctx.settings.method.options().strip_invalid_citations
+        if check.invalid and strip and result.mode == "typed-rag" and not streamed:
+            result.answer = strip_invalid(result.answer, shown).strip()
+        result.timings["total"] = time.perf_counter() - start
+        return result
 
 
 def _sampling(
