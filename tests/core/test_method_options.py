@@ -393,3 +393,25 @@ async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) 
     assert CORE_DEFINITION in text and STRICT_CITE_RULE in text
     assert result.answer == "Done [1]." and result.invalid_citations == [77]
     assert result.citations == [1]
+
+
+def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:
+    import io
+
+    from typed_rag.commands import print_result
+    from typed_rag.result import Result, SubAnswer
+
+    result = Result(
+        question=Q,
+        mode="typed-rag",
+        answer="Leaves turn [1].",
+        plan={"core_sub_questions": ["why does chlorophyll fade"]},
+        sub_answers=[SubAnswer(query="leaf pigments", answer="", dropped="empty")],
+        invalid_citations=[7],
+    )
+    out = io.StringIO()
+    print_result(result, out)
+    text = out.getvalue()
+    assert "left out: sub-answer to 'leaf pigments' (empty)\n" in text
+    assert "citations: [7] point at no shown passage\n" in text
+    assert "core sub-questions (for the answer to cover):\n  1. why does chlorophyll fade" in text
