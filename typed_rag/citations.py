@@ -7,16 +7,19 @@ user cannot check; :func:`check_citations` separates valid from invalid ones,
 :func:`citation_share` (judge-free) is the share of answers that cite at least
 one shown passage, for the evaluation report. :func:`cited_sentences` splits an
 answer into sentences with their citations, the unit a support judge checks.
+:func:`attach_citations` cites, after the fact, the shown passage that shares
+most words with a sentence the model left uncited (ALCE's "post-hoc cite").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from typed_rag.prompts import CITATION_GROUP, cited_numbers
+from typed_rag.prompts import CITATION_GROUP, Numbered, cited_numbers
+from typed_rag.subanswers import content_words, stem
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,38 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
                 merged.append(marker + piece)
                 marker = ""
     return [(s, nums) for s in merged if (nums := cited_numbers(s))]
+
+
+# A sentence gets a post-hoc citation when a passage shares at least this many of its
+# content words, and at least this share of them.
+POST_CITE_MIN_WORDS = 3
+POST_CITE_MIN_SHARE = 0.3
+_SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
+_TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
+
+
+def attach_citations(answer: str, passages: Sequence[Numbered]) -> tuple[str, list[int]]:
+    """``answer`` with a ``[n]`` after each uncited sentence that a shown passage supports
+    lexically; also returns the numbers added, in order. Layout is kept as written."""
+    bags = [(p.citation, {stem(w) for w in content_words(f"{p.title} {p.text}")}) for p in passages]
+    added: list[int] = []
+    out_lines: list[str] = []
+    for line in answer.split("\n"):
+        pieces = _SPLIT_KEEP.split(line)
+        for i in range(0, len(pieces), 2):  # odd indices are the kept separators
+            sentence = pieces[i]
+            words = {stem(w) for w in content_words(sentence)}
+            if cited_numbers(sentence) or len(words) < POST_CITE_MIN_WORDS or not bags:
+                continue
+            number, overlap = max(((n, len(words & bag)) for n, bag in bags), key=lambda x: x[1])
+            if overlap < POST_CITE_MIN_WORDS or overlap < POST_CITE_MIN_SHARE * len(words):
+                continue
+            m = _TRAILING_PUNCT.search(sentence)
+            assert m is not None  # the pattern matches the empty end of any string
+            pieces[i] = f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
+            added.append(number)
+        out_lines.append("".join(pieces))
+    return "\n".join(out_lines), added
 
 
 def _valid_citations(result: Any) -> list[int]:

@@ -202,7 +202,9 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "core_sub_questions": "definition",
         "require_citations": True,
         "strip_invalid_citations": True,
+        "post_cite": True,
         "max_sub_queries": 3,
+        "anchor_sub_queries": True,
     },
 }
 
@@ -218,8 +220,10 @@ class MethodOptions(BaseModel):
     core_sub_questions: Literal["off", "definition", "listed"] = "off"
     require_citations: bool = False
     strip_invalid_citations: bool = False
+    post_cite: bool = False
     max_sub_queries: int = Field(5, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
+    anchor_sub_queries: bool = False
 
 
 class MethodSettings(BaseModel):
@@ -253,10 +257,16 @@ class MethodSettings(BaseModel):
     #    (not from a streamed answer, which is already sent).
     require_citations: bool | None = None
     strip_invalid_citations: bool | None = None
+    # After the fact, an uncited sentence of a typed-rag answer gets the [n] of the
+    # shown passage sharing most of its words (ALCE's post-hoc citing; not streamed).
+    post_cite: bool | None = None
     # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
     #    single "aspects" of the question, or the paper's "paraphrase"s of it.
     max_sub_queries: int | None = Field(None, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] | None = None
+    # A sub-query that shares almost no words with the question ("what was the bill
+    # about?") is searched and answered with the question attached.
+    anchor_sub_queries: bool | None = None
 
     def options(self) -> MethodOptions:
         """Explicit values, else the profile's, else the paper's defaults."""

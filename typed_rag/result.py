@@ -74,6 +74,7 @@ class Result(BaseModel):
     # ``method.strip_invalid_citations`` is set); see typed_rag.citations.
     citations: list[int] = Field(default_factory=list)
     invalid_citations: list[int] = Field(default_factory=list)
+    added_citations: list[int] = Field(default_factory=list)  # by ``method.post_cite``
     timings: dict[str, float] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]

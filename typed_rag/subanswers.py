@@ -53,7 +53,7 @@ def content_words(text: str) -> list[str]:
     return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _STOPWORDS]
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """Crude plural/ing folding, so "boosts" restates "boost"."""
     for suffix in ("ing", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -79,18 +79,32 @@ def uninformative(query: str, answer: str) -> str | None:
     words = content_words(text)
     if not words:
         return "references-only"
-    asked = {_stem(w) for w in content_words(query)}
-    if len({_stem(w) for w in words} - asked) < MIN_NEW_WORDS and len(words) <= 2 * max(
+    asked = {stem(w) for w in content_words(query)}
+    if len({stem(w) for w in words} - asked) < MIN_NEW_WORDS and len(words) <= 2 * max(
         1, len(asked)
     ):
         return "restates-query"
     sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
     informative = [s for s in sentences if not _NO_INFO.search(s)]
     if len(informative) < len(sentences):
-        added = {_stem(w) for s in informative for w in content_words(s)} - asked
+        added = {stem(w) for s in informative for w in content_words(s)} - asked
         if len(added) < MIN_NEW_WORDS_BESIDE_DISCLAIMER:
             return "no-information"
     return None
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+# A sub-query sharing fewer content words than this with its question is too vague
+# to search alone ("what was the bill about?").
+MIN_SHARED_WITH_QUESTION = 2
+
+
+def anchor(question: str, query: str) -> str:
+    """``query`` as is when it names the question's subject, else with the question attached."""
+    asked = {stem(w) for w in content_words(question)}
+    shared = asked & {stem(w) for w in content_words(query)}
+    if len(shared) >= min(MIN_SHARED_WITH_QUESTION, len(asked)):
+        return query
+    return f"{query} (context: {question})"

@@ -379,11 +379,13 @@ async def test_paraphrase_style_rewords_the_whole_question(make_rag, settings) -
 
 async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) -> None:
     settings.method.profile = "improved"
-    replies = {SUBS[1]: "No information about carotenoids is given."}
-    five = json.dumps({"sub_queries": [*SUBS, "x leaves", "y leaves"]})
+    named = [f"why do leaves change color: {w}" for w in ("chlorophyll", "pigments", "x", "y")]
+    replies = {named[1]: "No information about pigments is given."}
+    done = "Leaves lose chlorophyll and show other pigments [1] [77]."
     rag, engine = make_rag(
         scripted_responder(
-            {"sub_query_plan": five}, answer=sub_answer_by_query(replies, "Done [1] [77].")
+            {"sub_query_plan": json.dumps({"sub_queries": named})},
+            answer=sub_answer_by_query(replies, done),
         )
     )
     result = await rag.answer(Q, force_type=T.INSTRUCTION)
@@ -391,8 +393,45 @@ async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) 
     assert len(result.sub_answers) == 3 and result.sub_answers[1].dropped == "no-information"
     assert "### References\n[" in text and ANSWER_SHAPES["INSTRUCTION"] in text
     assert CORE_DEFINITION in text and STRICT_CITE_RULE in text
-    assert result.answer == "Done [1]." and result.invalid_citations == [77]
-    assert result.citations == [1]
+    assert result.answer == done.replace(" [77]", "") and result.invalid_citations == [77]
+    assert result.citations == [1] and result.added_citations == []
+
+
+async def test_vague_sub_queries_are_anchored_to_the_question(make_rag, settings) -> None:
+    vague = ["what was it about", "leaves color autumn chlorophyll"]
+    plan = json.dumps({"sub_queries": vague})
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": plan}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert [s.query for s in result.sub_answers] == vague  # off by default
+
+    set_method(settings, anchor_sub_queries=True)
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": plan}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    anchored = f"what was it about (context: {Q})"
+    assert [s.query for s in result.sub_answers] == [anchored, vague[1]]
+    assert result.plan["anchored"] == [vague[0]] and result.plan["sub_queries"] == vague
+    assert f"### Question\n{anchored}\n" in user_text(engine.batches[1][0])
+
+
+async def test_post_cite_attaches_the_passage_sharing_a_sentences_words(make_rag, settings) -> None:
+    answer = (
+        "Leaves change color because chlorophyll breaks down in autumn.\n"
+        "Carotenoids and anthocyanins become visible [1].\nNature is lovely."
+    )
+    rag, _ = make_rag(scripted_responder(answer=answer))
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.answer == answer and result.added_citations == []  # off by default
+
+    set_method(settings, post_cite=True)
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    leaf = next(p.citation for p in result.passages if p.title == "Autumn leaf color")
+    first = result.answer.split("\n")[0]
+    assert first == f"Leaves change color because chlorophyll breaks down in autumn [{leaf}]."
+    assert result.answer.split("\n")[1:] == answer.split("\n")[1:]  # cited / no match: kept
+    assert result.added_citations == [leaf] and leaf in result.citations
+
+    result = await rag.answer(Q, mode="rag")  # never in the baselines
+    assert result.answer == answer
 
 
 def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:

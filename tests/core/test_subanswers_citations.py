@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from typed_rag.citations import check_citations, citation_share, cited_sentences, strip_invalid
+from typed_rag.citations import (
+    attach_citations,
+    check_citations,
+    citation_share,
+    cited_sentences,
+    strip_invalid,
+)
 from typed_rag.prompts import cited_numbers
 from typed_rag.result import CitedPassage, Result
-from typed_rag.subanswers import body, uninformative
+from typed_rag.subanswers import anchor, body, uninformative
 
 
 @pytest.mark.parametrize(
@@ -130,3 +136,42 @@ def test_citation_share_counts_answers_citing_a_shown_passage() -> None:
     del dicts[3]["citations"], dicts[3]["invalid_citations"]
     assert citation_share(dicts) == pytest.approx(0.5)
     assert citation_share([]) is None
+
+
+def test_anchor_attaches_the_question_to_vague_sub_queries() -> None:
+    q = "Why did the Radicals and Tories oppose the bill about the constitution of Jamaica?"
+    assert anchor(q, "why did the radicals and Tories oppose the bill?") == (
+        "why did the radicals and Tories oppose the bill?"
+    )
+    assert anchor(q, "what was the bill about?") == f"what was the bill about? (context: {q})"
+    assert anchor("Why?", "anything at all") == "anything at all"  # nothing to share
+
+
+def test_attach_citations_keeps_layout_and_skips_weak_matches() -> None:
+    passages = [
+        CitedPassage(
+            citation=4,
+            id="b",
+            title="Bread",
+            score=1.0,
+            text=("To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise."),
+        ),
+        CitedPassage(
+            citation=2,
+            id="t",
+            title="Tea",
+            score=1.0,
+            text=("Tea is an aromatic drink; it contains less caffeine than coffee."),
+        ),
+    ]
+    answer = (
+        "Steps:\n1. Mix flour, water, salt and yeast.\n2. Knead the dough [9].\n"
+        "3. Enjoy it with friends.\nTea contains less caffeine than coffee! It is aromatic"
+    )
+    text, added = attach_citations(answer, passages)
+    assert text == (
+        "Steps:\n1. Mix flour, water, salt and yeast [4].\n2. Knead the dough [9].\n"
+        "3. Enjoy it with friends.\nTea contains less caffeine than coffee [2]! It is aromatic"
+    )
+    assert added == [4, 2]
+    assert attach_citations(answer, []) == (answer, [])

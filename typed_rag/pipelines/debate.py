@@ -8,7 +8,7 @@ shape the mediation (see ``grounding``).
 from __future__ import annotations
 
 from typed_rag.pipelines.base import Context, Final
-from typed_rag.pipelines.grounding import combine, options
+from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.plans import Perspective, debate_schema, parse_debate
 from typed_rag.prompts import debate_plan_messages
@@ -37,7 +37,6 @@ async def prepare(ctx: Context) -> Final:
         plan.perspectives = [by_text.get(q) or Perspective(q.split(":")[0], q) for q in queries]
     ctx.result.plan.update(plan.to_trace())
     views = [p.perspective for p in plan.perspectives]
-    subs = await answer_sub_queries(
-        ctx, [p.query for p in plan.perspectives], perspectives=views, step="perspective"
-    )
+    queries = anchor_queries(ctx, [p.query for p in plan.perspectives])
+    subs = await answer_sub_queries(ctx, queries, perspectives=views, step="perspective")
     return await combine(ctx, subs, "mediate", topic=topic, what="perspective answer")

@@ -8,7 +8,7 @@ Three engine rounds: the plan, every sub-answer in one batch, the aggregator.
 from __future__ import annotations
 
 from typed_rag.pipelines.base import Context, Final
-from typed_rag.pipelines.grounding import combine, options
+from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.plans import parse_sub_queries, sub_query_schema
 from typed_rag.prompts import decomposition_plan_messages
@@ -32,7 +32,7 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
     ctx.result.plan.update(plan.to_trace())
-    subs = await answer_sub_queries(ctx, plan.sub_queries)
+    subs = await answer_sub_queries(ctx, anchor_queries(ctx, plan.sub_queries))
     return await combine(ctx, subs, "aggregate")
 
 

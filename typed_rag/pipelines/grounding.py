@@ -29,7 +29,7 @@ from typed_rag.prompts import (
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
-from typed_rag.subanswers import uninformative
+from typed_rag.subanswers import anchor, uninformative
 
 
 def options(ctx: Context) -> MethodOptions:
@@ -77,6 +77,18 @@ async def core_sub_questions(ctx: Context) -> list[str]:
     subs = ctx.enforce("core_sub_questions", plan.sub_queries)
     ctx.result.plan["core_sub_questions"] = subs
     return subs
+
+
+def anchor_queries(ctx: Context, queries: list[str]) -> list[str]:
+    """Vague sub-queries with the question attached (``method.anchor_sub_queries``);
+    the plan trace's ``anchored`` lists the ones changed."""
+    if not options(ctx).anchor_sub_queries:
+        return queries
+    out = [anchor(ctx.question, q) for q in queries]
+    changed = [q for q, a in zip(queries, out, strict=True) if a != q]
+    if changed:
+        ctx.result.plan["anchored"] = changed
+    return out
 
 
 def keep_informative(subs: Sequence[SubAnswer]) -> list[SubAnswer]:
