@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from typed_rag.config import REPO_ROOT, Settings
+from typed_rag.config import REPO_ROOT, MethodSettings, Settings
 from typed_rag.errors import UserError
 
 MANIFEST = "run.json"
@@ -63,7 +63,16 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "reference_seed": settings.eval.reference_seed,
         "paper_off_by_one": settings.eval.paper_off_by_one,
         "judge": judge_identity(settings),
+        **method_identity(settings),
     }
+
+
+def method_identity(settings: Settings) -> dict[str, Any]:
+    """Typed-RAG's method options when they differ from the paper's (absent otherwise, so
+    fingerprints of runs made before the options existed still match)."""
+    options = settings.method.options().model_dump(mode="json")
+    default = MethodSettings().options().model_dump(mode="json")
+    return {} if options == default else {"method": options}
 
 
 def judge_identity(settings: Settings) -> dict[str, Any]:

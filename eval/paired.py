@@ -12,7 +12,6 @@ cites a passage it was shown) are paired the same way.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from eval.gold import contains_gold
 from eval.linkage import expected_percentile_rank, expected_reciprocal_rank, max_rank
 from eval.metrics import estimate, paired_difference, percentile_rank, reciprocal_rank
+from typed_rag.citations import check_citations
 from typed_rag.types import PLAIN_RAG_TYPES, QuestionType
 
 PAIRS: tuple[tuple[str, str], ...] = (("typed-rag", "rag"), ("typed-rag", "llm"), ("rag", "llm"))
@@ -28,8 +28,6 @@ TYPED = "typed"
 ALL = "all"
 # Types answered by a pipeline of their own (not plain RAG).
 TYPED_TYPES: frozenset[str] = frozenset(t.value for t in QuestionType if t not in PLAIN_RAG_TYPES)
-
-_CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
 def row_scores(row: Mapping[str, Any], unparsed: str = "exclude") -> tuple[float, float] | None:
@@ -109,8 +107,8 @@ def paired_scores(
 
 def cites_shown_passage(answer: Mapping[str, Any]) -> bool:
     """Whether the answer cites ``[n]`` for a passage it was shown."""
-    shown = {p.get("citation") for p in (answer.get("result") or {}).get("passages") or []}
-    return any(int(m.group(1)) in shown for m in _CITATION.finditer(answer.get("answer") or ""))
+    shown = {int(p["citation"]) for p in (answer.get("result") or {}).get("passages") or []}
+    return bool(check_citations(str(answer.get("answer") or ""), shown).valid)
 
 
 def paired_shares(

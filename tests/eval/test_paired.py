@@ -106,3 +106,17 @@ def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> Non
     (run / "scores.jsonl").unlink()
     with pytest.raises(UserError, match="different settings"):
         write_manifest(run, other_generator, gated, **kw)  # the generator never may
+
+
+def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
+    from eval.manifest import write_manifest
+    from typed_rag.config import load_settings
+    from typed_rag.errors import UserError
+
+    kw = dict(methods=["typed-rag"], subsets=["nq"], question_ids=["q1"], options={})
+    paper = load_settings(None)
+    improved = load_settings(None, **{"method.profile": "improved"})
+    write_manifest(tmp_path / "run", paper, paper, **kw)
+    write_manifest(tmp_path / "run", paper, paper, **kw)
+    with pytest.raises(UserError, match="method"):
+        write_manifest(tmp_path / "run", improved, improved, **kw)
