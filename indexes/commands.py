@@ -54,6 +54,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=_index_build)
 
+    ev = index_sub.add_parser(
+        "eval",
+        help="answer recall@k and latency of retrieval configs on Wiki-NFQA",
+        description="Answer recall@1/5/10/20/100 (gold answer string in the top k, the "
+        "definition of wiki-corpus/coverage.json) over the Wiki-NFQA questions, per subset "
+        "and per question type with a labels file, and single-query latency p50, for "
+        "several configs side by side. Today's BM25 and the configured default are always "
+        "included. Writes OUT/summary.json and OUT/ranks.json.",
+    )
+    ev.add_argument(
+        "configs",
+        nargs="*",
+        metavar="CONFIG",
+        help="bm25 | rm3[:DOCS:TERMS:WEIGHT] [+MODEL-rerank|rrf@DEPTH], MODEL = minilm, "
+        "mpnet or a sentence-transformers name/folder; e.g. bm25+mpnet-rrf@30",
+    )
+    ev.add_argument("--limit", type=int, help="only the first N questions")
+    ev.add_argument("--subsets", help="comma-separated Wiki-NFQA subsets (default: all six)")
+    ev.add_argument(
+        "--labels",
+        type=Path,
+        help="question-type labels JSON (eval label); default: eval.labels_path if present",
+    )
+    ev.add_argument("--latency-queries", type=int, default=50, help="questions timed one by one")
+    ev.add_argument("--batch", type=int, default=16, help="questions per batched search call")
+    ev.add_argument("--out", type=Path, default=Path("results/retrieval"), help="output folder")
+    ev.set_defaults(func=_index_eval)
+
     retrieve = sub.add_parser(
         "retrieve",
         help="search the index (BM25, dense or hybrid)",
@@ -147,6 +175,37 @@ def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missin
     )
     if report.skipped_rows:
         print(f"skipped {report.skipped_rows:,} malformed rows (first: {report.first_error})")
+    return 0
+
+
+def _index_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from eval.labels import default_labels_path
+    from indexes.evaluate import evaluate, format_table
+
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    if args.latency_queries < 1 or args.batch < 1:
+        raise UserError("--latency-queries and --batch must be at least 1")
+    labels = args.labels
+    if labels is None:
+        found = default_labels_path(settings)
+        labels = found if found.is_file() else None
+    elif not labels.is_file():
+        raise UserError(f"labels file not found: {labels}")
+    rows = evaluate(
+        settings,
+        args.configs,
+        limit=args.limit,
+        subsets=args.subsets,
+        labels_path=labels,
+        latency_queries=args.latency_queries,
+        batch=args.batch,
+        out_dir=args.out,
+    )
+    print()
+    print(f"Answer recall on Wiki-NFQA ({rows[0]['n']} questions)")
+    print(format_table(rows))
+    print(f"wrote {args.out / 'summary.json'}")
     return 0
 
 
