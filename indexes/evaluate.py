@@ -7,6 +7,7 @@ A config is named by a spec: a first stage, optionally followed by a reranker::
     rm3:5:10:0.6             ... with fb_docs 5, fb_terms 10, query weight 0.6
     bm25+mpnet-rrf@30        BM25 top 30, RRF of BM25's and all-mpnet-base-v2's ranks
     rm3+minilm-rerank@50     RM3 top 50 reordered by all-MiniLM-L6-v2 alone
+    bm25/t0.3/a0.1           BM25 top 100 rescored by title match and article support
 
 Every config answers all questions (``k = 100``); recall@k is the share of questions
 whose normalised gold answer string is in the top k (:mod:`indexes.answer_recall`),
@@ -31,6 +32,7 @@ from typing import Any
 from indexes.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
 from indexes.bm25 import BM25Index
 from indexes.prf import RM3Retriever
+from indexes.rescore import RescoredRetriever
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.rerank.base import Reranker
@@ -47,6 +49,7 @@ RERANKER_MODELS: dict[str, str] = {
 TYPED_TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE")
 _SPEC = re.compile(
     r"^(?P<base>bm25|rm3(?::(?P<fd>\d+):(?P<ft>\d+):(?P<w>[0-9.]+))?)"
+    r"(?:/t(?P<title>[0-9.]+))?(?:/a(?P<article>[0-9.]+))?"
     r"(?:\+(?P<model>[\w.-]+?)-(?P<order>rerank|rrf)@(?P<depth>\d+))?$"
 )
 
@@ -60,6 +63,8 @@ class Spec:
     fb_docs: int = 10
     fb_terms: int = 10
     orig_weight: float = 0.5
+    title: float = 0.0  # rescoring weights (indexes.rescore)
+    article: float = 0.0
     model: str | None = None  # reranker short name or registry name / folder
     order: str = "rrf"
     depth: int = 0
@@ -70,7 +75,7 @@ class Spec:
         if not m:
             raise UserError(
                 f"bad retrieval config {text!r}: expected bm25|rm3[:DOCS:TERMS:WEIGHT]"
-                "[+MODEL-rerank|rrf@DEPTH], e.g. bm25+mpnet-rrf@30"
+                "[/tTITLE][/aARTICLE][+MODEL-rerank|rrf@DEPTH], e.g. bm25/t0.2+mpnet-rrf@30"
             )
         g = m.groupdict()
         spec = cls(
@@ -79,6 +84,8 @@ class Spec:
             fb_docs=int(g["fd"] or 10),
             fb_terms=int(g["ft"] or 10),
             orig_weight=float(g["w"] or 0.5),
+            title=float(g["title"] or 0.0),
+            article=float(g["article"] or 0.0),
             model=g["model"],
             order=g["order"] or "rrf",
             depth=int(g["depth"] or 0),
@@ -129,6 +136,8 @@ class Builder:
         first: Retriever = self.index
         if spec.base == "rm3":
             first = RM3Retriever(self.index, spec.fb_docs, spec.fb_terms, spec.orig_weight)
+        if spec.title or spec.article:
+            first = RescoredRetriever(first, self.index, spec.title, spec.article)
         if not spec.model:
             return first
         return RerankedRetriever(

@@ -265,3 +265,23 @@ def test_index_eval_command(
     assert "Answer recall on Wiki-NFQA (3 questions)" in capsys.readouterr().out
     assert main([*base, "index", "eval", "bm25+x-sort@3", "--out", str(out)]) == 2
     assert "bad retrieval config" in capsys.readouterr().err
+
+
+def test_rescore_title_and_article(index: BM25Index) -> None:
+    from indexes.rescore import RescoredRetriever
+
+    query = "programming language"
+    plain = [p.id for p in index.search([query], 5)[0]]
+    same = RescoredRetriever(index, index, title=0.0, article=0.0)
+    assert [p.id for p in same.search([query], 5)[0]] == plain
+    # "Tea" has no query term in its title; a heavy title weight moves the two
+    # "(programming language)" titles ahead of everything else
+    titled = RescoredRetriever(index, index, title=5.0)
+    top = titled.search(["caffeine programming language"], 3)[0]
+    assert {p.title for p in top[:2]} == {
+        "Python (programming language)",
+        "Java (programming language)",
+    }
+    assert top[0].score >= top[1].score >= top[2].score
+    with pytest.raises(ValueError):
+        RescoredRetriever(index, index, title=-1.0)
