@@ -82,6 +82,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--out", type=Path, default=Path("results/retrieval"), help="output folder")
     ev.set_defaults(func=_index_eval)
 
+    jd = index_sub.add_parser(
+        "judge",
+        help="LLM-judged relevance of the passages retrieved for the pipelines' sub-queries",
+        description="Take the sub-queries, keywords and perspectives that the typed-rag "
+        "method retrieved for in an evaluation run (its answers.jsonl), a fixed seeded "
+        "sample of them, and have the LLM judge (temperature 0) say whether each of the "
+        "top-k passages of each config is about its query. Writes OUT/judged.json and adds "
+        "the rates to OUT/summary.json.",
+    )
+    jd.add_argument("answers", type=Path, help="an evaluation run's answers.jsonl")
+    jd.add_argument("configs", nargs="*", metavar="CONFIG", help="as for `index eval`")
+    jd.add_argument("--sample", type=int, default=40, help="queries judged (default 40)")
+    jd.add_argument("--seed", type=int, default=42, help="sample and judge seed")
+    jd.add_argument("-k", type=int, default=None, help="passages per query (retrieval.top_k)")
+    jd.add_argument("--method", default="typed-rag", help="the run's method to read")
+    jd.add_argument("--out", type=Path, default=Path("results/retrieval"), help="output folder")
+    jd.set_defaults(func=_index_judge)
+
     retrieve = sub.add_parser(
         "retrieve",
         help="search the index (BM25, dense or hybrid)",
@@ -206,6 +224,32 @@ def _index_eval(args: argparse.Namespace, settings: Settings) -> int:
     print(f"Answer recall on Wiki-NFQA ({rows[0]['n']} questions)")
     print(format_table(rows))
     print(f"wrote {args.out / 'summary.json'}")
+    return 0
+
+
+def _index_judge(args: argparse.Namespace, settings: Settings) -> int:
+    from indexes.evaluate import judge
+
+    k = settings.retrieval.top_k if args.k is None else args.k
+    if k < 1 or args.sample < 1:
+        raise UserError("-k and --sample must be at least 1")
+    rows = judge(
+        settings,
+        args.answers,
+        args.configs,
+        sample=args.sample,
+        seed=args.seed,
+        k=k,
+        out_dir=args.out,
+        method=args.method,
+    )
+    print(f"{'config':<28} {'queries':>7} {'passages':>8} {'irrelevant':>10} {'unparsed':>8}")
+    for r in rows:
+        rate = "-" if r["irrelevant_rate"] is None else f"{r['irrelevant_rate']:.3f}"
+        print(
+            f"{r['config']:<28} {r['queries']:>7} {r['passages']:>8} {rate:>10} {r['unparsed']:>8}"
+        )
+    print(f"wrote {args.out / 'judged.json'}")
     return 0
 
 

@@ -294,3 +294,45 @@ def write_summary(
         known.update(extra["ranks"])
         ranks_path.write_text(json.dumps(known) + "\n", encoding="utf-8")
     return path
+
+
+def judge(
+    settings: Settings,
+    answers: Path,
+    specs: Sequence[str],
+    *,
+    sample: int,
+    seed: int,
+    k: int,
+    out_dir: Path | None = None,
+    method: str = "typed-rag",
+) -> list[dict[str, Any]]:
+    """Judged relevance (indexes.relevance) of each config's top-``k`` for a fixed sample
+    of the queries the typed pipelines issued in an evaluation run."""
+    from indexes.bm25 import load_retriever as load_bm25
+    from indexes.relevance import fixed_sample, judged_rows, pipeline_queries
+    from typed_rag.engines.factory import build_engine
+
+    pairs = pipeline_queries(answers, method)
+    if not pairs:
+        raise UserError(f"{answers}: no {method} passages retrieved for a sub-query to judge")
+    chosen = fixed_sample(pairs, sample, seed)
+    parsed = [Spec.parse(s) for s in specs] or [Spec.parse(settings_spec(settings))]
+    index = load_bm25(settings)
+    builder = Builder(settings, index, cache_size=50_000)
+    retrievers = {spec.name: builder.build(spec) for spec in parsed}
+    rows = judged_rows(build_engine(settings), retrievers, [q for _, q in chosen], k, seed)
+    for row in rows:
+        row.update(sample_seed=seed, k=k, source=str(answers))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "judged.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        summary = out_dir / "summary.json"
+        if summary.is_file():  # the judged rate goes next to each config's recall
+            table = json.loads(summary.read_text(encoding="utf-8"))
+            by_name = {r["config"]: r for r in rows}
+            for row in table:
+                if row.get("config") in by_name:
+                    row["judged_relevance"] = by_name[row["config"]]
+            summary.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    return rows

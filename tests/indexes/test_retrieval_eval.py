@@ -285,3 +285,85 @@ def test_rescore_title_and_article(index: BM25Index) -> None:
     assert top[0].score >= top[1].score >= top[2].score
     with pytest.raises(ValueError):
         RescoredRetriever(index, index, title=-1.0)
+
+
+# ---------------------------------------------------------------- judged relevance
+
+
+def _answers(path: Path) -> Path:
+    def result(question: str, queries: list[str]) -> dict[str, object]:
+        passages = [{"citation": i + 1, "id": f"x{i}", "query": q} for i, q in enumerate(queries)]
+        return {"question": question, "passages": passages}
+
+    rows = [
+        {"method": "typed-rag", "question_id": "q1",
+         "result": result("why autumn", ["why autumn", "chlorophyll autumn", "leaf pigments"])},
+        {"method": "rag", "question_id": "q1", "result": result("why autumn", ["rag only"])},
+        {"method": "typed-rag", "question_id": "q2",
+         "result": result("bread?", ["bake bread yeast", "chlorophyll autumn"])},
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_pipeline_queries_and_parse(tmp_path: Path) -> None:
+    from indexes.relevance import fixed_sample, parse_relevance, pipeline_queries
+
+    pairs = pipeline_queries(_answers(tmp_path / "answers.jsonl"))
+    assert pairs == [
+        ("q1", "chlorophyll autumn"),
+        ("q1", "leaf pigments"),
+        ("q2", "bake bread yeast"),
+        ("q2", "chlorophyll autumn"),
+    ]  # the question itself and other methods are left out
+    assert fixed_sample(pairs, 2, 1) == fixed_sample(pairs, 2, 1)
+    assert len(fixed_sample(pairs, 9, 1)) == 4
+    assert parse_relevance('{"relevant": true}') is True
+    assert parse_relevance("No, it is not.") is False
+    assert parse_relevance("{}") is None
+    with pytest.raises(UserError, match="not found"):
+        pipeline_queries(tmp_path / "missing.jsonl")
+
+
+def test_judged_rows_count_the_judge_verdicts(index: BM25Index) -> None:
+    from indexes.relevance import judged_rows
+    from typed_rag.engines.base import ChatRequest
+    from typed_rag.engines.fake import FakeEngine
+
+    def judge(req: ChatRequest) -> str:  # relevant when the passage title names a query word
+        user = req.messages[-1]["content"]
+        query = user.split("\n")[0].removeprefix("Query: ").lower().split()
+        title = user.split("(title: ")[1].split(")")[0].lower()
+        assert req.temperature == 0.0 and req.json_schema is not None
+        return json.dumps({"relevant": any(w in title for w in query)})
+
+    engine = FakeEngine(judge)
+    rows = judged_rows(engine, {"bm25": index}, ["bread yeast", "coffee caffeine"], 2, 7)
+    (row,) = rows
+    assert row["passages"] == 4 and row["unparsed"] == 0
+    assert row["relevant"] + row["irrelevant"] == 4
+    assert row["relevant"] >= 2  # "Bread"/"Sourdough" ... and "Coffee" titles
+    assert len(engine.calls) == 4
+
+
+def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
+    build_index(settings, show_progress=False)
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "summary.json").write_text(json.dumps([{"config": "bm25", "default": True}]))
+    code = main(
+        [
+            "--set", f"home={settings.home}", "--set", f"corpus.path={settings.corpus.path}",
+            "--set", "retrieval.backend=numpy", "--set", "engine.backend=fake",
+            "index", "judge", str(_answers(tmp_path / "a.jsonl")), "bm25", "rm3",
+            "--sample", "3", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    judged = json.loads((out / "judged.json").read_text())
+    assert [r["config"] for r in judged] == ["bm25", "rm3"]
+    assert all(r["queries"] == 3 for r in judged)
+    # the default fake engine answers "{}" to a JSON request: counted as unparsed
+    assert all(r["unparsed"] == r["passages"] > 0 for r in judged)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary[0]["judged_relevance"]["config"] == "bm25"
