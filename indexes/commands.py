@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="bm25 | rm3[:DOCS:TERMS:WEIGHT] [+MODEL-rerank|rrf@DEPTH], MODEL = minilm, "
         "mpnet or a sentence-transformers name/folder; e.g. bm25+mpnet-rrf@30",
     )
-    ev.add_argument("--limit", type=int, help="only the first N questions")
+    ev.add_argument("--limit", type=int, help="only N questions, spread evenly over the file order")
     ev.add_argument("--subsets", help="comma-separated Wiki-NFQA subsets (default: all six)")
     ev.add_argument(
         "--labels",

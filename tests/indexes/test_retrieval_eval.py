@@ -182,9 +182,11 @@ def test_biencoder_batches_a_round_and_caches_passages() -> None:
     assert scores[2] == [scores[0][0]]
     reranker.score("pear", [a, b])
     assert len(model.encoded) == 5  # passages came from the cache
-    reranker.clear_cache()
+    with reranker.cold():
+        reranker.score("pear", [a])
+        assert len(model.encoded) == 7  # nothing cached inside
     reranker.score("pear", [a])
-    assert len(model.encoded) == 7
+    assert len(model.encoded) == 8  # the cache is back: only the query is new
 
 
 # ---------------------------------------------------------------- answer recall, specs

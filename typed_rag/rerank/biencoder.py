@@ -11,7 +11,8 @@ candidates, and :meth:`score_many` encodes a whole round in one call.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,6 +49,15 @@ class BiEncoderReranker(Reranker):
 
     def clear_cache(self) -> None:
         self._cache.clear()
+
+    @contextmanager
+    def cold(self) -> Iterator[None]:
+        """Score with an empty cache (what a new question costs), then restore the cache."""
+        kept, self._cache = self._cache, OrderedDict()
+        try:
+            yield
+        finally:
+            self._cache = kept
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
