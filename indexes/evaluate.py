@@ -23,9 +23,9 @@ import json
 import logging
 import re
 import statistics
-from contextlib import nullcontext
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
