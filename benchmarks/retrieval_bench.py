@@ -200,7 +200,7 @@ def work_bm25s_numba(task: dict[str, Any]) -> dict[str, Any]:
     k = task["k"]
 
     def search(qs: list[str]) -> Any:
-        tokens = tokenizer.tokenize(qs, return_as="string", update_vocab=False, show_progress=False)
+        tokens = tokenizer.tokenize(qs, return_as="string", update_vocab=True, show_progress=False)
         return retriever.retrieve(tokens, k=k, n_threads=1, show_progress=False)
 
     t1 = time.perf_counter()
@@ -374,6 +374,9 @@ def main() -> int:
     parser.add_argument("--subset-size", type=int, default=None, help="rank-bm25 corpus size")
     parser.add_argument("--skip-numpy", action="store_true", help="skip the numpy-backend run")
     parser.add_argument(
+        "--skip-plain", action="store_true", help="skip the in-RAM plain-bm25s build and run"
+    )
+    parser.add_argument(
         "--index",
         help="use this built index of the default corpus (e.g. ~/.cache/typed-rag/indexes/"
         "wiki-bm25) instead of building one; its build is then not measured",
@@ -483,7 +486,7 @@ def main() -> int:
                 }
             )
             record(name, "ours (bm25s numpy backend)", {**build, **numpy_q})
-        if not name.startswith("synthetic"):
+        if not name.startswith("synthetic") and not args.skip_plain:
             plain = run_worker({"kind": "plain_bm25s", "corpus": corpus, "limit": limit, **common})
             record(name, "plain bm25s defaults (in RAM)", plain)
         if name.startswith("subset"):

@@ -255,11 +255,43 @@ def evaluate(
         }
         if types:
             row["types"] = grouped_recall(ranks, types)
+        if spec.model:
+            row["floor_calibration"] = floor_calibration(hits, aliases, finder)
         rows.append(row)
         echo(format_row(row))
         if out_dir is not None:
             write_summary(out_dir, rows, extra={"ranks": {spec.name: ranks}})
     return rows
+
+
+def floor_calibration(
+    hits: Sequence[Sequence[Passage]],
+    aliases: Sequence[Sequence[str]],
+    finder: HitFinder,
+    k: int = 5,
+    keep: float = 0.95,
+) -> dict[str, Any]:
+    """A relevance floor from answer-bearing passages: the reranker score that keeps
+    ``keep`` of the top-``k`` passages holding the gold answer, and what it removes."""
+    good: list[float] = []
+    other: list[float] = []
+    for ps, al in zip(hits, aliases, strict=True):
+        for p in ps[:k]:
+            if p.rerank_score is None:
+                continue
+            (good if finder.first_hit_rank([p], al) else other).append(p.rerank_score)
+    if not good:
+        return {"answer_passages": 0}
+    good.sort()
+    floor = good[int((1.0 - keep) * (len(good) - 1))]
+    return {
+        "k": k,
+        "keep": keep,
+        "floor": round(floor, 4),
+        "answer_passages": len(good),
+        "other_passages": len(other),
+        "other_removed": round(sum(s < floor for s in other) / len(other), 4) if other else None,
+    }
 
 
 def format_row(row: dict[str, Any]) -> str:

@@ -369,3 +369,22 @@ def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
     assert all(r["unparsed"] == r["passages"] > 0 for r in judged)
     summary = json.loads((out / "summary.json").read_text())
     assert summary[0]["judged_relevance"]["config"] == "bm25"
+
+
+def test_floor_calibration_keeps_answer_passages() -> None:
+    from indexes.evaluate import floor_calibration
+
+    def p(pid: str, text: str, score: float) -> Passage:
+        return Passage(id=pid, title="", text=text, rerank_score=score)
+
+    hits = [
+        [p("a", "the answer is honey", 0.8), p("b", "nothing", 0.1)],
+        [p("c", "more honey here", 0.6), p("d", "unrelated", 0.5), p("e", "other", 0.05)],
+    ]
+    cal = floor_calibration(hits, [["honey"], ["honey"]], HitFinder(), keep=1.0)
+    assert cal["floor"] == 0.6  # the lowest answer-bearing score is kept
+    assert cal["answer_passages"] == 2 and cal["other_passages"] == 3
+    assert cal["other_removed"] == pytest.approx(2 / 3)  # 0.1 and 0.05 go, 0.5 stays
+    assert floor_calibration([[Passage("x", "", "t")]], [["honey"]], HitFinder()) == {
+        "answer_passages": 0
+    }
