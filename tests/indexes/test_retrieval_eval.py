@@ -384,7 +384,7 @@ def test_floor_calibration_keeps_answer_passages() -> None:
     cal = floor_calibration(hits, [["honey"], ["honey"]], HitFinder(), keep=1.0)
     assert cal["floor"] == 0.6  # the lowest answer-bearing score is kept
     assert cal["answer_passages"] == 2 and cal["other_passages"] == 3
-    assert cal["other_removed"] == pytest.approx(2 / 3)  # 0.1 and 0.05 go, 0.7 stays
+    assert cal["other_removed"] == pytest.approx(2 / 3, abs=1e-4)  # 0.1 and 0.05 go, 0.7 stays
     assert floor_calibration([[Passage("x", "", "t")]], [["honey"]], HitFinder()) == {
         "answer_passages": 0
     }
