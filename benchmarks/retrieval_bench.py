@@ -129,7 +129,9 @@ def work_query(task: dict[str, Any]) -> dict[str, Any]:
     import_s = time.perf_counter() - t0
     rss0 = _rss_mb()
     t0 = time.perf_counter()
-    index = BM25Index(task["out"], backend=task["backend"], n_threads=1)
+    index = BM25Index(
+        task["out"], backend=task["backend"], n_threads=1, mmap=task.get("mmap", True)
+    )
     load_s = time.perf_counter() - t0
     rss_load = _rss_mb()
     t1 = time.perf_counter()
@@ -466,6 +468,13 @@ def main() -> int:
             record(name, "ours, 1 thread", {**build, **one})
             anchor = run_worker({"kind": "bm25s_numba", "out": str(out), **common})
             record(name, "bm25s numba backend, 1 thread", anchor)
+            # The same two with the score matrix read into RAM instead of memory-mapped.
+            ram = {"out": str(out), "mmap": False, **common}
+            one_ram = run_worker({"kind": "query", "backend": "numba", "batch_threads": 1, **ram})
+            record(name, "ours, 1 thread, in RAM", one_ram)
+            record(
+                name, "bm25s numba, 1 thread, in RAM", run_worker({"kind": "bm25s_numba", **ram})
+            )
             parts = run_worker({"kind": "query_parts", "out": str(out), **common})
             results[-1]["ours_parts_us"] = parts
             print(
