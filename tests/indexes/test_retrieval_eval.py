@@ -388,3 +388,22 @@ def test_floor_calibration_keeps_answer_passages() -> None:
     assert floor_calibration([[Passage("x", "", "t")]], [["honey"]], HitFinder()) == {
         "answer_passages": 0
     }
+
+
+def test_index_eval_reports_types_and_the_typed_subset(settings: Settings, tmp_path: Path) -> None:
+    from eval.labels import QuestionLabel, save_labels
+    from indexes.evaluate import evaluate
+
+    build_index(settings, show_progress=False)
+    data = _nfqa(tmp_path / "nfqa")
+    labels = {
+        "nq_0": QuestionLabel("nq_0", "nq", "REASON", 0.9, True),
+        "nq_1": QuestionLabel("nq_1", "nq", "INSTRUCTION", 0.9, True),
+        "squad_0": QuestionLabel("squad_0", "squad", "EVIDENCE-BASED", 0.9, True),
+    }
+    path = save_labels(labels, tmp_path / "labels.json")
+    s = _with(settings, **{"eval.data_dir": str(data)})
+    (row,) = evaluate(s, [], subsets="nq,squad", labels_path=path, echo=lambda _: None)
+    assert row["types"]["typed"]["n"] == 2  # REASON + INSTRUCTION
+    assert row["types"]["EVIDENCE-BASED"]["n"] == 1
+    assert row["types"]["typed"]["recall"]["5"] == 1.0
