@@ -129,7 +129,9 @@ def work_query(task: dict[str, Any]) -> dict[str, Any]:
     import_s = time.perf_counter() - t0
     rss0 = _rss_mb()
     t0 = time.perf_counter()
-    index = BM25Index(task["out"], backend=task["backend"], n_threads=1)
+    index = BM25Index(
+        task["out"], backend=task["backend"], n_threads=1, mmap=task.get("mmap", True)
+    )
     load_s = time.perf_counter() - t0
     rss_load = _rss_mb()
     t1 = time.perf_counter()
@@ -146,10 +148,74 @@ def work_query(task: dict[str, Any]) -> dict[str, Any]:
         "first_query_s": warmup_s,
     }
     out.update(_latencies(lambda q: index.search(q, k), queries[: task["single_n"]]))
-    index.n_threads = os.cpu_count() or 1
+    index.n_threads = task.get("batch_threads") or os.cpu_count() or 1
     out.update(_batched(lambda q: index.search(q, k), queries, task["min_seconds"]))
     out["batch_threads"] = index.n_threads
     out["rss_after_queries_mb"] = _rss_mb()
+    return out
+
+
+def work_query_parts(task: dict[str, Any]) -> dict[str, Any]:
+    """Ours, one thread, split into its parts (single-query p50 of each, microseconds):
+    query analysis, the numba kernel on term ids, and building Passages from the store."""
+    import numpy as np
+
+    from indexes.bm25 import BM25Index
+
+    index = BM25Index(task["out"], backend="numba", n_threads=1)
+    index.warmup()
+    queries = task["queries"][: task["single_n"]]
+    k = task["k"]
+    parts: dict[str, list[float]] = {"analyse": [], "kernel": [], "passages": [], "total": []}
+    for q in queries:
+        index._analyzer._reset_cache()  # a new question: no words cached yet
+        t0 = time.perf_counter()
+        ids = [t if t else [index._empty_term] for t in index.query_term_ids([q])]
+        t1 = time.perf_counter()
+        scores, docs = index._run_kernel(ids, k)
+        t2 = time.perf_counter()
+        index.store.passages(docs, scores, positive_only=True)
+        t3 = time.perf_counter()
+        for name, v in (("analyse", t1 - t0), ("kernel", t2 - t1), ("passages", t3 - t2)):
+            parts[name].append(v * 1e6)
+        parts["total"].append((t3 - t0) * 1e6)
+    return {f"{n}_p50_us": float(np.percentile(v, 50)) for n, v in parts.items()}
+
+
+def work_bm25s_numba(task: dict[str, Any]) -> dict[str, Any]:
+    """bm25s with its numba backend on the very same index files, one thread: the
+    kernel ours calls, with bm25s's own tokenizer (same analyzer config), JSON vocabulary
+    and retrieve() returning document numbers (no passage text)."""
+    import bm25s
+    import numba
+
+    import indexes.manifest as mf
+    from indexes.analyzer import bm25s_tokenizer
+
+    numba.set_num_threads(1)
+    folder = Path(task["out"])
+    tokenizer = bm25s_tokenizer((mf.read_manifest(folder) or {}).get("analyzer"))
+    rss0 = _rss_mb()
+    t0 = time.perf_counter()
+    retriever = bm25s.BM25.load(folder, mmap=task.get("mmap", True), backend="numba")
+    load_s = time.perf_counter() - t0
+    k = task["k"]
+
+    def search(qs: list[str]) -> Any:
+        tokens = tokenizer.tokenize(qs, return_as="string", update_vocab=True, show_progress=False)
+        return retriever.retrieve(tokens, k=k, n_threads=1, show_progress=False)
+
+    t1 = time.perf_counter()
+    search(task["queries"][:1])
+    out: dict[str, Any] = {
+        "load_s": load_s,
+        "first_query_s": time.perf_counter() - t1,
+        "rss_after_load_mb": _rss_mb(),
+        "rss_load_delta_mb": _rss_mb() - rss0,
+    }
+    out.update(_latencies(search, task["queries"][: task["single_n"]]))
+    out.update(_batched(search, task["queries"], task["min_seconds"]))
+    out["batch_threads"] = 1
     return out
 
 
@@ -229,6 +295,8 @@ WORKERS = {
     "build": work_build,
     "query": work_query,
     "plain_bm25s": work_plain_bm25s,
+    "bm25s_numba": work_bm25s_numba,
+    "query_parts": work_query_parts,
     "rank_bm25": work_rank_bm25,
 }
 
@@ -307,6 +375,19 @@ def main() -> int:
     parser.add_argument("--synthetic-size", type=int, default=None)
     parser.add_argument("--subset-size", type=int, default=None, help="rank-bm25 corpus size")
     parser.add_argument("--skip-numpy", action="store_true", help="skip the numpy-backend run")
+    parser.add_argument(
+        "--skip-plain", action="store_true", help="skip the in-RAM plain-bm25s build and run"
+    )
+    parser.add_argument(
+        "--index",
+        help="use this built index of the default corpus (e.g. ~/.cache/typed-rag/indexes/"
+        "wiki-bm25) instead of building one; its build is then not measured",
+    )
+    parser.add_argument(
+        "--corpora",
+        default="default,synthetic,subset",
+        help="which corpora to run (comma-separated; default: all three)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -332,15 +413,20 @@ def main() -> int:
     }
     print(f"{len(queries)} Wiki-NFQA queries; results -> {args.out}", flush=True)
 
+    wanted = {c.strip() for c in args.corpora.split(",") if c.strip()}
     t = time.perf_counter()
-    synth = run_worker(
-        {
-            "kind": "synth",
-            "source": settings.corpus.path,
-            "dest": str(bench / f"synthetic-{synth_n}.tsv"),
-            "n": synth_n,
-        }
-    )["path"]
+    synth = (
+        ""
+        if "synthetic" not in wanted
+        else run_worker(
+            {
+                "kind": "synth",
+                "source": settings.corpus.path,
+                "dest": str(bench / f"synthetic-{synth_n}.tsv"),
+                "n": synth_n,
+            }
+        )["path"]
+    )
     print(f"synthetic corpus {synth} ready ({time.perf_counter() - t:.0f} s)", flush=True)
 
     corpora = [
@@ -357,18 +443,45 @@ def main() -> int:
 
     print(_HEADER, flush=True)
     for name, corpus, limit in corpora:
+        if name.split("-")[0] not in wanted:
+            continue
         out = bench / f"index-{name}"
-        build = run_worker(
-            {
-                "kind": "build",
-                "home": str(settings.home),
-                "corpus": corpus,
-                "out": str(out),
-                "limit": limit,
-            }
-        )
+        if name == "default" and args.index:
+            out, build = Path(args.index).expanduser(), {}
+        else:
+            build = run_worker(
+                {
+                    "kind": "build",
+                    "home": str(settings.home),
+                    "corpus": corpus,
+                    "out": str(out),
+                    "limit": limit,
+                }
+            )
         query = run_worker({"kind": "query", "out": str(out), "backend": "numba", **common})
         record(name, "ours (bm25s+numba, mmap)", {**build, **query})
+        if name == "default":
+            # The fast anchor, same index files and one thread each, in the same run.
+            one = run_worker(
+                {"kind": "query", "out": str(out), "backend": "numba", "batch_threads": 1, **common}
+            )
+            record(name, "ours, 1 thread", {**build, **one})
+            anchor = run_worker({"kind": "bm25s_numba", "out": str(out), **common})
+            record(name, "bm25s numba backend, 1 thread", anchor)
+            # The same two with the score matrix read into RAM instead of memory-mapped.
+            ram = {"out": str(out), "mmap": False, **common}
+            one_ram = run_worker({"kind": "query", "backend": "numba", "batch_threads": 1, **ram})
+            record(name, "ours, 1 thread, in RAM", one_ram)
+            record(
+                name, "bm25s numba, 1 thread, in RAM", run_worker({"kind": "bm25s_numba", **ram})
+            )
+            parts = run_worker({"kind": "query_parts", "out": str(out), **common})
+            results[-1]["ours_parts_us"] = parts
+            print(
+                "ours, single query, p50 per part (us): "
+                + ", ".join(f"{k[:-7]} {v:.0f}" for k, v in parts.items()),
+                flush=True,
+            )
         if name == "default" and not args.skip_numpy:
             numpy_q = run_worker(
                 {
@@ -382,7 +495,7 @@ def main() -> int:
                 }
             )
             record(name, "ours (bm25s numpy backend)", {**build, **numpy_q})
-        if not name.startswith("synthetic"):
+        if not name.startswith("synthetic") and not args.skip_plain:
             plain = run_worker({"kind": "plain_bm25s", "corpus": corpus, "limit": limit, **common})
             record(name, "plain bm25s defaults (in RAM)", plain)
         if name.startswith("subset"):
@@ -485,7 +598,7 @@ def _targets(results: list[dict[str, Any]], synth_n: int) -> list[str]:
             )
         )
     for r in results:
-        if r["system"].startswith("ours (bm25s+numba") and "rss_after_load_mb" in r:
+        if r["system"].startswith("ours (bm25s+numba") and "corpus_text_mb" in r:
             corpus_mb = r["corpus_text_mb"]
             lines.append(
                 _check(

@@ -60,6 +60,19 @@ class RetrievalSettings(BaseModel):
     dense_threads: int | None = None  # torch CPU threads for encoding (None: torch's default)
     rrf_k: int = 60  # reciprocal rank fusion constant: score = sum 1 / (rrf_k + rank)
     fusion_depth: int = 100  # candidates taken from each retriever before fusion
+    # Query expansion of the BM25 stage: "rm3" = pseudo-relevance feedback (indexes/prf.py).
+    expansion: Literal["none", "rm3"] = "none"
+    rm3_fb_docs: int = Field(10, ge=1)
+    rm3_fb_terms: int = Field(10, ge=1)
+    rm3_orig_weight: float = Field(0.5, ge=0.0, le=1.0)
+    # Rerank every query of every pipeline (question, sub-query, keyword, perspective):
+    # the first stage's top rerank_depth, reordered by the reranker (0 = off, the
+    # paper's setting: only COMPARISON and EXPERIENCE rerank). "rrf" fuses the
+    # first-stage and reranker ranks; "rerank" uses the reranker's order alone.
+    rerank_depth: int = Field(0, ge=0)
+    rerank_order: Literal["rerank", "rrf"] = "rrf"
+    # Passages whose reranker score is below this are not shown (None: no floor).
+    rerank_floor: float | None = None
 
 
 class RerankerSettings(BaseModel):
@@ -73,6 +86,7 @@ class RerankerSettings(BaseModel):
     batch_size: int = 32
     normalize: bool = False  # BGE: sigmoid of the logit, so scores lie in (0, 1)
     max_length: int = 512  # BGE: tokens of query + passage
+    cache_size: int = 4096  # bi-encoder: passage embeddings kept by passage id
 
 
 class ClassifierSettings(BaseModel):

@@ -83,6 +83,7 @@ class TypedRAG:
         a fallback note).
         """
         from indexes import load_retriever
+        from indexes.loader import with_reranking
         from typed_rag.classifier import build_classifier
         from typed_rag.engines import build_engine
         from typed_rag.rerank import build_reranker
@@ -95,6 +96,8 @@ class TypedRAG:
                 raise
             retriever = None
         reranker = build_reranker(settings)  # None when reranker.kind is "none"
+        if retriever is not None:  # every query reranked when retrieval.rerank_depth > 0
+            retriever = with_reranking(settings, retriever, reranker)
         try:
             classifier: TypeClassifier | None = build_classifier(settings)
         except (UserError, FileNotFoundError) as exc:

@@ -203,6 +203,10 @@ class Context:
         depth = 2 * k if exclude else k
         with self.timed("retrieve"):
             hits = await asyncio.to_thread(self.retriever.search, list(queries), depth)
+        floor = getattr(self.retriever, "floor", None)  # every query reranked, with a floor
+        for query, ranked in zip(queries, hits, strict=True):
+            if floor is not None and not ranked:
+                self.fallback(f"retrieval: no passage for {query!r} reaches the floor {floor:g}")
         if not exclude:
             return hits
         out = []

@@ -24,3 +24,9 @@ class Reranker(abc.ABC):
         scored = [replace(p, rerank_score=float(s)) for p, s in zip(passages, scores, strict=True)]
         scored.sort(key=lambda p: p.rerank_score, reverse=True)  # type: ignore[arg-type,return-value]
         return scored[:top_k]
+
+    def score_many(
+        self, queries: Sequence[str], pools: Sequence[Sequence[Passage]]
+    ) -> list[list[float]]:
+        """``score`` for each (query, pool) pair; rerankers that can batch them override it."""
+        return [self.score(q, pool) for q, pool in zip(queries, pools, strict=True)]

@@ -2,12 +2,17 @@
 
 No cross-encoder weights can be installed here, and a bi-encoder scores a
 pool of passages in one batched encode, cheap enough on a CPU. The query and
-each ``"title. text"`` are embedded separately and compared by cosine.
+each ``"title. text"`` are embedded separately and compared by cosine. A
+passage's embedding does not depend on the query, so embeddings are kept in a
+small LRU cache by passage id: the sub-queries of one question share many
+candidates, and :meth:`score_many` encodes a whole round in one call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,9 +31,13 @@ class BiEncoderReranker(Reranker):
 
     name = "biencoder"
 
-    def __init__(self, model: SentenceTransformer, batch_size: int = 32) -> None:
+    def __init__(
+        self, model: SentenceTransformer, batch_size: int = 32, cache_size: int = 4096
+    ) -> None:
         self.model = model
         self.batch_size = batch_size
+        self.cache_size = max(0, cache_size)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BiEncoderReranker:
@@ -36,18 +45,70 @@ class BiEncoderReranker(Reranker):
 
         r = settings.reranker
         model = load_sentence_model(settings, r.biencoder_model, r.device or "cpu")
-        return cls(model, batch_size=r.batch_size)
+        return cls(model, batch_size=r.batch_size, cache_size=r.cache_size)
 
-    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
-        if not passages:
-            return []
-        texts = [query, *(passage_text(p) for p in passages)]
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    @contextmanager
+    def cold(self) -> Iterator[None]:
+        """Score with an empty cache (what a new question costs), then restore the cache."""
+        kept, self._cache = self._cache, OrderedDict()
+        try:
+            yield
+        finally:
+            self._cache = kept
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), np.float32)
         emb = self.model.encode(
-            texts,
+            list(texts),
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
             show_progress_bar=False,
         )
-        emb = np.asarray(emb, dtype=np.float32)
-        return (emb[1:] @ emb[0]).astype(float).tolist()
+        return np.asarray(emb, dtype=np.float32)
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        return self.score_many([query], [passages])[0]
+
+    def score_many(
+        self, queries: Sequence[str], pools: Sequence[Sequence[Passage]]
+    ) -> list[list[float]]:
+        """One encode for every query and every uncached passage of the round."""
+        uniq_q = list(dict.fromkeys(queries))
+        todo: dict[str, str] = {}
+        for pool in pools:
+            for p in pool:
+                key = self._key(p)
+                if key not in self._cache and key not in todo:
+                    todo[key] = passage_text(p)
+        emb = self._encode([*uniq_q, *todo.values()])
+        q_vec = {q: emb[i] for i, q in enumerate(uniq_q)}
+        fresh = {key: emb[len(uniq_q) + i] for i, key in enumerate(todo)}
+        out: list[list[float]] = []
+        for query, pool in zip(queries, pools, strict=True):
+            if not pool:
+                out.append([])
+                continue
+            mat = np.stack([fresh.get(self._key(p), self._cache.get(self._key(p))) for p in pool])
+            out.append((mat @ q_vec[query]).astype(float).tolist())
+        self._remember(fresh)
+        return out
+
+    @staticmethod
+    def _key(p: Passage) -> str:
+        # The id names the passage in an index; passages made up without one
+        # (tests, the API's own passages) are keyed by their text.
+        return p.id or f"\0{p.title}\0{p.text}"
+
+    def _remember(self, fresh: dict[str, np.ndarray]) -> None:
+        if not self.cache_size:
+            return
+        for key, vec in fresh.items():
+            self._cache[key] = vec
+            self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)

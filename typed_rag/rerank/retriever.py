@@ -1,0 +1,83 @@
+"""Every query reranked: BM25's top ``depth`` candidates, reordered, cut to ``k``, floored.
+
+Wrapping the retriever (rather than each pipeline) reranks every query a pipeline
+issues -- the question, each sub-query, keyword and perspective -- and a round's
+queries are scored in one batched call (``Reranker.score_many``). Two orders:
+
+- ``rerank``: the reranker's score alone;
+- ``rrf``: reciprocal rank fusion of the first-stage rank and the reranker's rank
+  (``1/(rrf_k + r_first) + 1/(rrf_k + r_rerank)``), which keeps BM25's exact-match
+  evidence when the reranker is weak.
+
+``floor``: passages whose reranker score is below it are not returned, so a query can
+come back with fewer than ``k`` passages, or none (pipelines then answer that query
+without passages and record it in the trace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+from typed_rag.rerank.base import Reranker
+from typed_rag.retrieval import Passage, Retriever
+
+Order = Literal["rerank", "rrf"]
+
+
+class RerankedRetriever:
+    """``search(queries, k)``: first-stage top ``depth`` per query, reranked, best ``k``."""
+
+    def __init__(
+        self,
+        base: Retriever,
+        reranker: Reranker,
+        depth: int = 50,
+        order: Order = "rrf",
+        rrf_k: int = 60,
+        floor: float | None = None,
+    ) -> None:
+        if depth < 1:
+            raise ValueError(f"rerank depth must be at least 1, got {depth}")
+        if order not in ("rerank", "rrf"):
+            raise ValueError(f"rerank order must be 'rerank' or 'rrf', got {order!r}")
+        self.base = base
+        self.reranker = reranker
+        self.depth = depth
+        self.order = order
+        self.rrf_k = rrf_k
+        self.floor = floor
+        self.folder: Path | None = getattr(base, "folder", None)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        """Top-``k`` reranked passages per query (fewer under the floor), best first."""
+        if isinstance(queries, str):
+            raise TypeError("search() takes a sequence of queries, not one string")
+        if k <= 0 or not queries:
+            return [[] for _ in queries]
+        pools = self.base.search(list(queries), max(self.depth, k))
+        scores = self.reranker.score_many(list(queries), pools)
+        return [self._order(pool, s)[:k] for pool, s in zip(pools, scores, strict=True)]
+
+    def _order(self, pool: Sequence[Passage], scores: Sequence[float]) -> list[Passage]:
+        scored = [replace(p, rerank_score=float(s)) for p, s in zip(pool, scores, strict=True)]
+        by_rerank = sorted(range(len(scored)), key=lambda i: -scores[i])  # stable: ties by BM25
+        if self.order == "rrf":
+            rerank_rank = {i: r for r, i in enumerate(by_rerank, 1)}
+            fused = {
+                i: 1 / (self.rrf_k + i + 1) + 1 / (self.rrf_k + rerank_rank[i]) for i in rerank_rank
+            }
+            ranked = sorted(fused, key=lambda i: (-fused[i], i))
+        else:
+            ranked = by_rerank
+        out = [scored[i] for i in ranked]
+        if self.floor is not None:
+            out = [p for p in out if (p.rerank_score or 0.0) >= self.floor]
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.base, "close", None)
+        if close is not None:
+            close()
