@@ -78,7 +78,7 @@ class RerankerSettings(BaseModel):
 class ClassifierSettings(BaseModel):
     """Question-type classifier: the trained head here, or an nf-cats checkpoint."""
 
-    kind: Literal["embedding-head", "nfcats"] = "embedding-head"
+    kind: Literal["embedding-head", "finetuned", "nfcats"] = "embedding-head"
     # embedding-head: artefact folder (default <home>/classifier); nfcats: the
     # checkpoint folder or Hub id (default Lurunchik/nf-cats).
     path: Path | None = None

@@ -1,9 +1,11 @@
-"""Training and evaluating the embedding-head classifier on NF-CATS (train / valid).
+"""Training and evaluating the type classifiers on NF-CATS (train / valid).
 
 ``train_classifier`` embeds both splits once, trains a small grid of heads
 (hidden size x class-weight power) with a fixed seed, keeps the one with the
 best valid macro-F1, fits a temperature on valid so that probabilities (and
 ``classifier.min_confidence``) mean something, and writes the artefact.
+``train_finetuned_classifier`` does the same for the fine-tuned encoder
+(the epoch is what is selected on valid).
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ from typed_rag.classifier.embedding_head import (
     artefact_path,
     save_artefact,
 )
+from typed_rag.classifier.finetune import (
+    FineTuneConfig,
+    FineTunedMeta,
+    fine_tune,
+)
+from typed_rag.classifier.finetune import artefact_path as finetuned_artefact_path
+from typed_rag.classifier.finetune import save_artefact as save_finetuned
 from typed_rag.classifier.head import (
     HeadConfig,
     TrainedHead,
@@ -219,3 +228,82 @@ def evaluate(
     table = confidence_table(p, y, thresholds)
     at = next(r for r in table if r["threshold"] == min_confidence)
     return EvalResult(report, table, at, seconds)
+
+
+FINETUNED_METRICS_NAME = "metrics-finetuned.json"
+
+
+def train_finetuned_classifier(
+    settings: Settings,
+    base: str | None = None,
+    seed: int = 42,
+    train_path: Path | None = None,
+    valid_path: Path | None = None,
+    config: FineTuneConfig | None = None,
+    echo: Echo = print,
+) -> TrainSummary:
+    """Fine-tune ``base`` (default ``classifier.embedder``) on train, keep the best valid epoch,
+    fit a temperature on valid and save the artefact; returns what was measured."""
+    from typed_rag.models import ensure_model
+
+    base = base or settings.classifier.embedder
+    config = config or FineTuneConfig()
+    train, valid = _load_splits(settings, train_path, valid_path)
+    echo(f"train: {len(train)} questions from {train.path}  {train.counts()}")
+    echo(f"valid: {len(valid)} questions from {valid.path}")
+    echo(f"fine-tuning {base}: {config.epochs} epochs, lr {config.lr}, batch {config.batch_size}")
+    folder = ensure_model(settings, base)
+    res, _, enc_config = fine_tune(
+        folder, train.questions, train.labels, valid.questions, valid.labels, config, seed, echo
+    )
+    y_va = np.asarray(valid.labels)
+    logits = res.valid_logits
+    temperature = fit_temperature(logits, y_va)
+    probs = softmax(logits, temperature)
+    calibration = {
+        "nll_before": nll(logits, y_va, 1.0),
+        "nll_after": nll(logits, y_va, temperature),
+        "ece_before": expected_calibration_error(softmax(logits), y_va),
+        "ece_after": expected_calibration_error(probs, y_va),
+    }
+    report = classification_report(y_va, probs.argmax(axis=1))
+    confidence = confidence_table(probs, y_va, THRESHOLDS)
+    chosen = asdict(config) | {"best_epoch": res.best_epoch}
+    timings = {"fine_tune": res.seconds}
+    meta = FineTunedMeta(
+        base=base,
+        encoder_config=enc_config,
+        temperature=temperature,
+        max_length=config.max_length,
+        seed=seed,
+        hyperparameters=chosen,
+        metrics={
+            "valid": {
+                "accuracy": report.accuracy,
+                "macro_f1": report.macro_f1,
+                "f1": report.f1_by_label(),
+            },
+            "calibration": calibration,
+            "history": res.history,
+            "train_seconds": res.seconds,
+            "train_file": str(train.path),
+            "valid_file": str(valid.path),
+        },
+    )
+    path = finetuned_artefact_path(settings)
+    save_finetuned(path, res.model, meta)
+    summary = TrainSummary(
+        artefact=path,
+        embedder=base,
+        seed=seed,
+        chosen=chosen,
+        grid=res.history,
+        temperature=temperature,
+        valid=report,
+        calibration=calibration,
+        confidence=confidence,
+        timings_s=timings,
+    )
+    out = path.parent / FINETUNED_METRICS_NAME
+    out.write_text(json.dumps(_summary_dict(summary), indent=2) + "\n")
+    return summary
