@@ -44,6 +44,7 @@ from typed_rag.classifier.head import (
     train_head,
 )
 from typed_rag.classifier.head import logits_of as head_logits
+from typed_rag.classifier.lexical import Vocabulary
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.classifier.training import GRID
 from typed_rag.config import load_settings
@@ -71,6 +72,7 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.log = (self.work / "bench.log").open("a")
         self._emb: dict[str, np.ndarray] = {}
+        self.cv_mode = False
 
     def echo(self, line: str) -> None:
         stamp = time.strftime("%H:%M:%S")
@@ -109,20 +111,48 @@ class Bench:
 
     # ---- recipes ---------------------------------------------------------------
 
-    def head(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
-             grid: tuple[tuple[int, float], ...], embedder: str = "all-MiniLM-L6-v2") -> Probs:  # fmt: skip
-        x, y = self.embeddings(embedder), self.labels
+    def mlp(self, tag: str, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
+            grid: tuple[tuple[int, float], ...], inputs: str, patience: int | None) -> Probs:  # fmt: skip
+        """The MLP head on ``inputs``: ``emb`` (MiniLM), ``mpnet``, ``lex`` (TF-IDF learnt from
+        ``fit``) or ``emb+lex``; the grid's best on ``select``, calibrated there."""
+        parts = []
+        if inputs in ("emb", "emb+lex"):
+            parts.append(self.embeddings("all-MiniLM-L6-v2"))
+        if inputs == "mpnet":
+            parts.append(self.embeddings("all-mpnet-base-v2"))
+        if inputs in ("lex", "emb+lex"):
+            parts.append(Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions))
+        x, y = np.hstack(parts), self.labels
         runs = [
             train_head(x[fit], y[fit], x[select], y[select],
-                       replace(HeadConfig(), hidden=h, class_weight_power=p), seed=self.args.seed)
+                       replace(HeadConfig(), hidden=h, class_weight_power=p, patience=patience),
+                       seed=self.args.seed)
             for h, p in grid
         ]  # fmt: skip
         best = max(runs, key=lambda r: r.valid_macro_f1)
         z_sel = head_logits(best.model, x[select])
         t = fit_temperature(z_sel, y[select])
-        self.echo(f"    head chosen hidden={best.config.hidden} power="
-                  f"{best.config.class_weight_power} epoch={best.best_epoch} T={t:.2f}")  # fmt: skip
+        chosen = (best.config.hidden, best.config.class_weight_power)
+        self.echo(f"    {tag} ({x.shape[1]}-d): hidden={chosen[0]} power={chosen[1]} "
+                  f"epoch={best.best_epoch} T={t:.2f}")  # fmt: skip
+        if len(grid) > 1:
+            (self.work / f"chosen-{tag}-{self.args.seed}.json").write_text(json.dumps(chosen))
         return softmax(z_sel, t), softmax(head_logits(best.model, x[test]), t)
+
+    def mlp_recipe(self, tag: str, grid: tuple[tuple[int, float], ...], inputs: str,
+                   patience: int | None) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:  # fmt: skip
+        """Valid mode: the whole grid. CV mode: the configuration chosen on valid, patience 10."""
+
+        def run(f: np.ndarray, s: np.ndarray, t: np.ndarray) -> Probs:
+            chosen_file = self.work / f"chosen-{tag}-{self.args.seed}.json"
+            if self.cv_mode and chosen_file.is_file():
+                h, p = json.loads(chosen_file.read_text())
+                name, g, pat = f"{tag}-fixed-{h}-{p}-{self.args.seed}", ((int(h), float(p)),), 10
+            else:
+                name, g, pat = f"{tag}-{self.args.seed}", grid, patience
+            return self.cached(name, f, s, t, lambda: self.mlp(tag, f, s, t, g, inputs, pat))
+
+        return run
 
     def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> Probs:
         cfg = self.ft_config()
@@ -132,8 +162,10 @@ class Bench:
                                 y[select], cfg, seed=self.args.seed, echo=self.echo)  # fmt: skip
         t = fit_temperature(res.valid_logits, y[select])
         z_test = logits_of(res.model, tok, [q[i] for i in test], cfg.max_length, batch_size=128)
-        self.echo(f"    fine-tuned: best epoch {res.best_epoch}, T={t:.2f}, {res.seconds:.0f} s")
-        self.ft_seconds.append(res.seconds)
+        self.echo(f"    fine-tuned: best epoch {res.best_epoch}, T={t:.2f}, {res.seconds:.0f} s "
+                  f"wall, {res.cpu_seconds:.0f} s CPU, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        self.ft_seconds.append({"wall": res.seconds, "cpu": res.cpu_seconds,
+                                "load_avg_1min_end": os.getloadavg()[0], "history": res.history})  # fmt: skip
         return softmax(res.valid_logits, t), softmax(z_test, t)
 
     def ft_config(self) -> FineTuneConfig:
@@ -150,14 +182,17 @@ class Bench:
     def recipe(self, name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:
         ft_tag = f"finetuned-{_key(asdict(self.ft_config()), self.args.seed)}"
         grid_w1 = tuple((h, p) for h in (256, 512) for p in (0.5, 1.0))
+        grid_lex = tuple((256, p) for p in (0.5, 1.0))
         table: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]] = {
-            "head": lambda f, s, t: self.cached(
-                f"head-{self.args.seed}", f, s, t, lambda: self.head(f, s, t, GRID)),
-            "head-w1": lambda f, s, t: self.cached(
-                f"headw1-{self.args.seed}", f, s, t, lambda: self.head(f, s, t, grid_w1)),
-            "head-mpnet": lambda f, s, t: self.cached(
-                f"headmpnet-{self.args.seed}", f, s, t,
-                lambda: self.head(f, s, t, GRID, "all-mpnet-base-v2")),
+            "head": self.mlp_recipe("head", GRID, "emb", None),
+            "head-w1": self.mlp_recipe("headw1", grid_w1, "emb", None),
+            "head-mpnet": self.mlp_recipe("headmpnet", GRID, "mpnet", None),
+            "lex": self.mlp_recipe("lex", grid_lex, "lex", 10),
+            "head+lex": self.mlp_recipe("headlex", grid_lex, "emb+lex", 10),
+            "ens-head-lex": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lex"](f, s, t)], self.labels[s]),
+            "ens-headlex-head": lambda f, s, t: self.ensemble(
+                [table["head+lex"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "finetuned": lambda f, s, t: self.cached(
                 ft_tag, f, s, t, lambda: self.finetuned(f, s, t)),
             "ensemble": lambda f, s, t: self.ensemble(
@@ -172,12 +207,12 @@ class Bench:
     def run(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in self.args.recipes:
-            self.ft_seconds: list[float] = []
+            self.ft_seconds: list[dict[str, Any]] = []
             self.echo(f"== {name}: valid (fit train.csv, select + calibrate on valid.csv)")
             recipe = self.recipe(name)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             _, p = recipe(self.train_idx, self.valid_idx, self.valid_idx)
-            valid_s = time.perf_counter() - t0
+            valid_s, valid_cpu = time.perf_counter() - t0, time.process_time() - c0
             y = self.labels[self.valid_idx]
             rep = classification_report(y, p.argmax(axis=1))
             self.echo(f"   valid macro-F1 {rep.macro_f1:.4f} acc {rep.accuracy:.4f} "
@@ -191,9 +226,12 @@ class Bench:
                     "ece_calibrated_on_valid": expected_calibration_error(p, y),
                 },
                 "train_seconds_this_run": valid_s,
+                "train_cpu_seconds_this_run": valid_cpu,
+                "load_avg_1min_after": os.getloadavg()[0],
             }
             if self.args.k > 1 and name not in self.args.no_cv:
                 self.echo(f"== {name}: {self.args.k}-fold CV over train + valid")
+                self.cv_mode = True
                 cv = cross_validate(
                     recipe=lambda f, s, t, r=recipe: r(f, s, t)[1],
                     labels=self.labels,
@@ -206,6 +244,7 @@ class Bench:
                 self.echo(f"   CV macro-F1 {d['macro_f1']:.4f} CI {d['ci95']['macro_f1']} ECE "
                           f"{d['ece']:.4f} " + " ".join(f"{k[:5]}={v:.3f}"
                                                         for k, v in d["f1"].items()))  # fmt: skip
+            self.cv_mode = False
             if self.ft_seconds:
                 entry["finetune_seconds"] = self.ft_seconds
             out[name] = entry

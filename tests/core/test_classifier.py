@@ -254,3 +254,47 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain
     (home / "classifier" / ARTEFACT_NAME).write_bytes(b"garbage")
     assert main(base) == 2 and trained == [7, 42]  # unreadable artefact: retrain
+
+
+# ---- lexical features -----------------------------------------------------------
+
+
+def test_lexical_features_mark_openers_and_pairs() -> None:
+    from typed_rag.classifier.lexical import Vocabulary, features
+
+    f = features("What's the DIFFERENCE between tea and coffee?")
+    assert {"^what's", "^what's the", "difference between", "tea", "?"} <= f
+    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    assert set(vocab.terms) == {"why", "^why", "how", "to", "how to", "^how", "^how to", "it"}
+    x = vocab.transform(["Why", "how to", "nothing known"])
+    assert x.shape == (3, len(vocab.terms))
+    assert np.allclose(np.linalg.norm(x[:2], axis=1), 1.0) and not x[2].any()
+    assert x[0, vocab.terms.index("^why")] > 0 and x[0, vocab.terms.index("how")] == 0
+
+
+def test_classifier_with_lexical_features_round_trips(tmp_path: Path) -> None:
+    from typed_rag.classifier.lexical import Vocabulary
+
+    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    torch.manual_seed(0)
+    dim = 26 + len(vocab.terms)
+    head = MLPHead(dim, 8).eval()
+    meta = HeadMeta(
+        embedder="stub", dim=dim, hidden=8, lexical={"terms": vocab.terms, "idf": vocab.idf}
+    )
+    path = tmp_path / ARTEFACT_NAME
+    save_artefact(path, head, meta)
+    loaded, meta2 = load_artefact(path)
+    assert meta2.lexical == meta.lexical
+    clf = EmbeddingHeadClassifier(StubEncoder(), loaded, meta2)  # type: ignore[arg-type]
+    probs = np.array(clf.predict_proba(["Why not?", "how to bake"]))
+    x = np.hstack(
+        [
+            StubEncoder().encode(["why not?", "how to bake"]),
+            vocab.transform(["Why not?", "how to bake"]),
+        ]
+    )
+    expected = torch.softmax(head(torch.from_numpy(x.astype(np.float32))), dim=-1).detach().numpy()
+    assert np.allclose(probs, expected, atol=1e-6)
+    with pytest.raises(UserError, match=r"\+8 lexical"):
+        EmbeddingHeadClassifier(StubEncoder(dim=10), loaded, meta2)  # type: ignore[arg-type]

@@ -274,3 +274,29 @@ def test_bootstrap_interval_contains_the_estimate_and_shrinks_with_n() -> None:
         return ci["macro_f1"][1] - ci["macro_f1"][0]
 
     assert width(4000) < width(250)
+
+
+def test_top_layer_training_freezes_the_rest_and_matches_a_full_forward(tiny_bert: Path) -> None:
+    from transformers import AutoModel
+
+    q_tr, y_tr = _questions(16, seed=1)
+    q_va, y_va = _questions(4, seed=2)
+    cfg = FineTuneConfig(
+        lr=3e-3, head_lr=1e-2, epochs=5, batch_size=16, max_length=16, threads=1, train_layers=1
+    )
+    res, tok, _ = fine_tune(tiny_bert, q_tr, y_tr, q_va, y_va, cfg, seed=5)
+    before = AutoModel.from_pretrained(str(tiny_bert), add_pooling_layer=False).state_dict()
+    after = res.model.encoder.state_dict()
+    assert all(
+        torch.equal(before[k], after[k]) for k in before if not k.startswith("encoder.layer.1.")
+    )
+    assert not torch.equal(
+        before["encoder.layer.1.output.dense.weight"], after["encoder.layer.1.output.dense.weight"]
+    )
+    assert all(p.requires_grad for p in res.model.parameters())
+    # the kept epoch's valid logits are what the whole model computes from token ids
+    direct = FineTunedClassifier(res.model, tok, FineTunedMeta(base="t", encoder_config={})).logits(
+        q_va
+    )
+    assert np.allclose(direct, res.valid_logits, atol=1e-5)
+    assert max(h["valid_macro_f1"] for h in res.history) > 0.3

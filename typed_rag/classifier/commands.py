@@ -119,7 +119,8 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
         _, meta = embedding_head.load_artefact(path)
     except UserError:
         return None
-    return path if meta.embedder == wanted and meta.seed == args.seed else None
+    same_features = (meta.lexical is not None) == settings.classifier.lexical
+    return path if meta.embedder == wanted and meta.seed == args.seed and same_features else None
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,4 +1,5 @@
-"""The default type classifier: a sentence embedding plus a small trained head.
+"""The default type classifier: a sentence embedding (plus, optionally, TF-IDF features of
+the question's words) and a small trained head.
 
 The artefact is one small safetensors file in ``settings.classifier_dir``:
 the head weights, and in its metadata the label order, the embedder it was
@@ -22,6 +23,7 @@ import torch
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.embedder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
+from typed_rag.classifier.lexical import Vocabulary
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS
@@ -49,6 +51,8 @@ class HeadMeta:
     seed: int = 0
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # TF-IDF features appended to the embedding ({"terms": [...], "idf": [...]}), or None.
+    lexical: dict[str, list[Any]] | None = None
 
 
 def artefact_path(settings: Settings) -> Path:
@@ -110,11 +114,13 @@ class EmbeddingHeadClassifier(TypeClassifier):
         meta: HeadMeta,
         batch_size: int = 64,
     ) -> None:
+        self.vocabulary = Vocabulary(**meta.lexical) if meta.lexical else None
+        extra = len(self.vocabulary.terms) if self.vocabulary else 0
         dim = embedding_dim(encoder)
-        if dim != meta.dim:
+        if dim + extra != meta.dim:
             raise UserError(
-                f"embedder {meta.embedder!r} gives {dim}-d vectors but the head expects "
-                f"{meta.dim}-d; retrain with `typed-rag classifier train`"
+                f"embedder {meta.embedder!r} gives {dim}-d vectors (+{extra} lexical) but the "
+                f"head expects {meta.dim}-d; retrain with `typed-rag classifier train`"
             )
         self.encoder = encoder
         self.head = head
@@ -142,6 +148,12 @@ class EmbeddingHeadClassifier(TypeClassifier):
             logits = logits_of(self.head, x)
         return softmax(logits, self.meta.temperature)
 
-    def predict_proba(self, questions: Sequence[str]) -> list[list[float]]:
+    def features(self, questions: Sequence[str]) -> np.ndarray:
+        """The head's input: the embedding, then the lexical features if it was trained with them."""
         x = embed_questions(self.encoder, list(questions), batch_size=self.batch_size)
-        return self.proba_from_embeddings(x).tolist()
+        if self.vocabulary is not None:
+            x = np.hstack([x, self.vocabulary.transform(questions)])
+        return x
+
+    def predict_proba(self, questions: Sequence[str]) -> list[list[float]]:
+        return self.proba_from_embeddings(self.features(questions)).tolist()

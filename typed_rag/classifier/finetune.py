@@ -257,6 +257,7 @@ class FineTuneResult:
     valid_logits: np.ndarray
     history: list[dict[str, float]]
     seconds: float
+    cpu_seconds: float = 0.0  # CPU time of all threads: the wall time on an idle machine x threads
 
 
 class _PassThrough(nn.Module):
@@ -311,18 +312,27 @@ class _TopModel(nn.Module):
 def _frozen_states(
     model: FineTunedModel, ids: torch.Tensor, mask: torch.Tensor, below: int, batch_size: int = 128
 ) -> torch.Tensor:
-    """Hidden states entering layer ``below`` (0-based), for every row; eval mode, no grad."""
+    """Hidden states entering layer ``below`` (0-based), for every row; eval mode, no grad.
+
+    Runs only the layers below (the others are detached for the pass), in batches of
+    similar length so padding stays small.
+    """
     model.eval()
+    inner = model.encoder.encoder
+    layers = inner.layer
     out = torch.zeros(ids.shape[0], ids.shape[1], int(model.classify.in_features))
-    with torch.inference_mode():
-        for start in range(0, len(ids), batch_size):
-            sl = slice(start, start + batch_size)
-            width = int(mask[sl].sum(dim=1).max())
-            res = model.encoder(
-                input_ids=ids[sl, :width], attention_mask=mask[sl, :width],
-                output_hidden_states=True,
-            )  # fmt: skip
-            out[sl, :width] = res.hidden_states[below]
+    lengths = mask.sum(dim=1)
+    order = torch.argsort(lengths).tolist()
+    try:
+        inner.layer = nn.ModuleList(list(layers)[:below])
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                width = int(lengths[idx].max())
+                res = model.encoder(input_ids=ids[idx, :width], attention_mask=mask[idx, :width])
+                out[idx, :width] = res.last_hidden_state
+    finally:
+        inner.layer = layers
     return out
 
 
@@ -358,9 +368,9 @@ def fine_tune(
     try:
         torch.manual_seed(seed)
         model, tokenizer, enc_config = base_model(folder, config.dropout)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = _fine_tune(model, tokenizer, train_q, train_y, valid_q, valid_y, config, seed, echo)
-        res.seconds = time.perf_counter() - t0
+        res.seconds, res.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         return res, tokenizer, enc_config
     finally:
         torch.set_num_threads(threads)
@@ -428,7 +438,8 @@ def _fine_tune(
         runner.train()
         t0 = time.perf_counter()
         total_loss = 0.0
-        for batch in _batches(lengths, config.batch_size, gen):
+        batches = _batches(lengths, config.batch_size, gen)
+        for step, batch in enumerate(batches, 1):
             width = max(lengths[i] for i in batch)
             b_in, b_mask = inputs[batch, :width], mask[batch, :width]
             opt.zero_grad()
@@ -438,6 +449,9 @@ def _fine_tune(
             opt.step()
             sched.step()
             total_loss += float(loss.detach()) * len(batch)
+            if echo is not None and step % 50 == 0:
+                spent = time.perf_counter() - t0
+                echo(f"    epoch {epoch}: step {step}/{len(batches)} ({spent:.0f} s)")
         z = logits_of(model, tokenizer, valid_q, config.max_length, batch_size=128)
         report = classification_report(y_va, z.argmax(axis=1))
         row = {
