@@ -44,7 +44,7 @@ from typed_rag.classifier.head import (
     train_head,
 )
 from typed_rag.classifier.head import logits_of as head_logits
-from typed_rag.classifier.lexical import Vocabulary
+from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.classifier.training import GRID
 from typed_rag.config import load_settings
@@ -139,6 +139,16 @@ class Bench:
             (self.work / f"chosen-{tag}-{self.args.seed}.json").write_text(json.dumps(chosen))
         return softmax(z_sel, t), softmax(head_logits(best.model, x[test]), t)
 
+    def lexlin(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray, power: float) -> Probs:
+        """Logistic regression on TF-IDF features learnt from ``fit``; L2 chosen on ``select``."""
+        x = Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions)
+        y = self.labels
+        model, l2 = train_linear(x[fit], y[fit], x[select], y[select], power=power)
+        z_sel = linear_logits(model, x[select])
+        t = fit_temperature(z_sel, y[select])
+        self.echo(f"    lexical linear: l2={l2} power={power} T={t:.2f}")
+        return softmax(z_sel, t), softmax(linear_logits(model, x[test]), t)
+
     def mlp_recipe(self, tag: str, grid: tuple[tuple[int, float], ...], inputs: str,
                    patience: int | None) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:  # fmt: skip
         """Valid mode: the whole grid. CV mode: the configuration chosen on valid, patience 10."""
@@ -189,6 +199,14 @@ class Bench:
             "head-mpnet": self.mlp_recipe("headmpnet", GRID, "mpnet", None),
             "lex": self.mlp_recipe("lex", grid_lex, "lex", 10),
             "head+lex": self.mlp_recipe("headlex", grid_lex, "emb+lex", 10),
+            "lexlin": lambda f, s, t: self.cached(
+                f"lexlin-{self.args.seed}", f, s, t, lambda: self.lexlin(f, s, t, 0.5)),
+            "lexlin-w1": lambda f, s, t: self.cached(
+                f"lexlinw1-{self.args.seed}", f, s, t, lambda: self.lexlin(f, s, t, 1.0)),
+            "ens-head-lexlin": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lexlin"](f, s, t)], self.labels[s]),
+            "ens-head-lexlin-w1": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lexlin-w1"](f, s, t)], self.labels[s]),
             "ens-head-lex": lambda f, s, t: self.ensemble(
                 [table["head"](f, s, t), table["lex"](f, s, t)], self.labels[s]),
             "ens-headlex-head": lambda f, s, t: self.ensemble(
@@ -251,15 +269,17 @@ class Bench:
         return out
 
 
-def speed(home: Path, kinds: list[str], n: int, echo: Callable[[str], None]) -> dict[str, Any]:
-    """ms per question of each trained kind in ``home``: one at a time (median) and batched."""
+def speed(specs: list[str], n: int, echo: Callable[[str], None]) -> dict[str, Any]:
+    """ms per question of trained classifiers (``label=kind:folder``): one at a time, batched."""
     from typed_rag.classifier import build_classifier
 
     d = load_settings().classifier.data_dir
     questions = read_nfcats_csv(split_path(d, "valid")).questions[:n]
     out: dict[str, Any] = {}
-    for kind in kinds:
-        settings = load_settings(None, **{"home": str(home), "classifier.kind": kind})
+    for spec in specs:
+        label, rest = spec.split("=", 1)
+        kind, folder = rest.split(":", 1)
+        settings = load_settings(None, **{"classifier.path": folder, "classifier.kind": kind})
         t0 = time.perf_counter()
         clf = build_classifier(settings)
         load_s = time.perf_counter() - t0
@@ -273,7 +293,9 @@ def speed(home: Path, kinds: list[str], n: int, echo: Callable[[str], None]) -> 
         for start in range(0, len(questions), 64):
             clf.predict_proba(questions[start : start + 64])
         batched = (time.perf_counter() - t0) * 1000 / len(questions)
-        out[kind] = {
+        out[label] = {
+            "kind": kind,
+            "folder": folder,
             "load_seconds": load_s,
             "ms_per_question_single_median": float(np.median(single)),
             "ms_per_question_single_p90": float(np.percentile(single, 90)),
@@ -282,7 +304,7 @@ def speed(home: Path, kinds: list[str], n: int, echo: Callable[[str], None]) -> 
             "torch_threads": torch.get_num_threads(),
             "load_avg": os.getloadavg(),
         }
-        echo(f"speed {kind}: single median {np.median(single):.1f} ms, p90 "
+        echo(f"speed {label}: single median {np.median(single):.1f} ms, p90 "
              f"{np.percentile(single, 90):.1f} ms, batched {batched:.2f} ms/question")  # fmt: skip
     return out
 
@@ -300,14 +322,14 @@ def main() -> None:
     p.add_argument("--train-layers", type=int, default=FineTuneConfig.train_layers)
     p.add_argument("--work", type=Path, default=Path.home() / ".cache/typed-rag-exp/classifier-16")
     p.add_argument("--out", type=Path, help="write the JSON here")
-    p.add_argument("--speed-home", type=Path, help="time the trained kinds in this home instead")
-    p.add_argument("--speed-kinds", nargs="+", default=["embedding-head", "finetuned"])
+    p.add_argument("--speed", nargs="+", metavar="LABEL=KIND:FOLDER",
+                   help="time these trained classifiers instead")  # fmt: skip
     p.add_argument("--speed-n", type=int, default=200)
     args = p.parse_args()
     bench = Bench(args)
     t0 = time.perf_counter()
-    if args.speed_home:
-        results = speed(args.speed_home, args.speed_kinds, args.speed_n, bench.echo)
+    if args.speed:
+        results = speed(args.speed, args.speed_n, bench.echo)
     else:
         results = bench.run()
     payload = {

@@ -16,6 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from typed_rag.classifier.head import class_weights
+from typed_rag.classifier.metrics import classification_report
+from typed_rag.types import LABELS
 
 _TOKEN = re.compile(r"[a-z0-9']+|[?!]")
 
@@ -60,3 +65,58 @@ class Vocabulary:
             out[row, cols] = idf[cols]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
+
+
+class LinearModel(torch.nn.Module):
+    """Multinomial logistic regression on (sparse) lexical features."""
+
+    def __init__(self, n_features: int, n_labels: int = len(LABELS)) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(n_features, n_labels))
+        self.bias = torch.nn.Parameter(torch.zeros(n_labels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mm = torch.sparse.mm(x, self.weight) if x.is_sparse else x @ self.weight
+        return mm + self.bias
+
+
+def _sparse(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to_sparse()
+
+
+def train_linear(
+    x_fit: np.ndarray,
+    y_fit: np.ndarray,
+    x_sel: np.ndarray,
+    y_sel: np.ndarray,
+    l2_grid: Sequence[float] = (1e-5, 1e-4, 1e-3),
+    power: float = 0.5,
+    steps: int = 300,
+    lr: float = 0.1,
+) -> tuple[LinearModel, float]:
+    """Full-batch Adam on class-weighted cross-entropy + L2; the L2 with the best macro-F1 on
+    the select part wins. Deterministic (zero init, full batch). Returns the model and its L2."""
+    xf, yf = _sparse(x_fit), torch.from_numpy(np.asarray(y_fit, dtype=np.int64))
+    xs = torch.from_numpy(np.ascontiguousarray(x_sel, dtype=np.float32))
+    loss_fn = torch.nn.CrossEntropyLoss(weight=class_weights(np.asarray(y_fit), power))
+    best: tuple[float, LinearModel | None, float] = (-1.0, None, 0.0)
+    for l2 in l2_grid:
+        model = LinearModel(x_fit.shape[1])
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = loss_fn(model(xf), yf) + l2 * model.weight.pow(2).sum()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            pred = model(xs).argmax(dim=1).numpy()
+        f1 = classification_report(y_sel, pred).macro_f1
+        if f1 > best[0]:
+            best = (f1, model, l2)
+    assert best[1] is not None
+    return best[1].eval(), best[2]
+
+
+def linear_logits(model: LinearModel, x: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
