@@ -272,29 +272,53 @@ def test_lexical_features_mark_openers_and_pairs() -> None:
     assert x[0, vocab.terms.index("^why")] > 0 and x[0, vocab.terms.index("how")] == 0
 
 
-def test_classifier_with_lexical_features_round_trips(tmp_path: Path) -> None:
-    from typed_rag.classifier.lexical import Vocabulary
+def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) -> None:
+    from typed_rag.classifier.embedding_head import load_artefact_with_lexical
+    from typed_rag.classifier.lexical import LinearModel, Vocabulary
 
     vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
     torch.manual_seed(0)
-    dim = 26 + len(vocab.terms)
-    head = MLPHead(dim, 8).eval()
-    meta = HeadMeta(
-        embedder="stub", dim=dim, hidden=8, lexical={"terms": vocab.terms, "idf": vocab.idf}
-    )
+    head = MLPHead(26, 8).eval()
+    lexical = LinearModel(len(vocab.terms))
+    torch.nn.init.normal_(lexical.weight)
+    lex_meta = {"terms": vocab.terms, "idf": vocab.idf, "temperature": 2.0,
+                "ensemble_temperature": 0.5}  # fmt: skip
+    meta = HeadMeta(embedder="stub", dim=26, hidden=8, temperature=1.5, lexical=lex_meta)
     path = tmp_path / ARTEFACT_NAME
-    save_artefact(path, head, meta)
-    loaded, meta2 = load_artefact(path)
-    assert meta2.lexical == meta.lexical
-    clf = EmbeddingHeadClassifier(StubEncoder(), loaded, meta2)  # type: ignore[arg-type]
-    probs = np.array(clf.predict_proba(["Why not?", "how to bake"]))
-    x = np.hstack(
-        [
-            StubEncoder().encode(["why not?", "how to bake"]),
-            vocab.transform(["Why not?", "how to bake"]),
-        ]
+    save_artefact(path, head, meta, lexical)
+    loaded, meta2, lex2 = load_artefact_with_lexical(path)
+    assert meta2.lexical == lex_meta and lex2 is not None
+    assert torch.equal(lex2.weight, lexical.weight)
+    clf = EmbeddingHeadClassifier(StubEncoder(), loaded, meta2, lexical=lex2)  # type: ignore[arg-type]
+    qs = ["Why not?", "how to bake"]
+    probs = np.array(clf.predict_proba(qs))
+    p = softmax(
+        head(torch.from_numpy(StubEncoder().encode([q.lower() for q in qs]))).detach().numpy(), 1.5
     )
-    expected = torch.softmax(head(torch.from_numpy(x.astype(np.float32))), dim=-1).detach().numpy()
+    z = lexical(torch.from_numpy(vocab.transform(qs))).detach().numpy()
+    q = softmax(z, 2.0)
+    expected = softmax((np.log(p) + np.log(q)) / 2, 0.5)
     assert np.allclose(probs, expected, atol=1e-6)
-    with pytest.raises(UserError, match=r"\+8 lexical"):
-        EmbeddingHeadClassifier(StubEncoder(dim=10), loaded, meta2)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="lexical model and its metadata"):
+        EmbeddingHeadClassifier(StubEncoder(), loaded, meta2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="go together"):
+        save_artefact(path, head, meta)
+
+
+def test_linear_model_learns_cue_words() -> None:
+    from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
+
+    cues = ["why", "how", "best", "difference"]
+    rng = np.random.default_rng(0)
+    filler = ["tea", "car", "city", "music", "bread"]
+
+    def make(n: int) -> tuple[list[str], np.ndarray]:
+        y = np.repeat(np.arange(4), n)
+        return [f"{cues[c]} {' '.join(rng.choice(filler, 3))}" for c in y], y
+
+    q_tr, y_tr = make(20)
+    q_va, y_va = make(5)
+    vocab = Vocabulary.fit(q_tr)
+    model, l2 = train_linear(vocab.transform(q_tr), y_tr, vocab.transform(q_va), y_va, steps=100)
+    pred = linear_logits(model, vocab.transform(q_va)).argmax(axis=1)
+    assert (pred == y_va).mean() == 1.0 and l2 in (1e-5, 1e-4, 1e-3)
