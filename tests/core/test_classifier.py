@@ -235,12 +235,14 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
 ) -> None:
     """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
     import typed_rag.classifier.training as training
+    from typed_rag.classifier.lexical import LinearModel
     from typed_rag.cli import main
 
     home = tmp_path / "home"
     head = MLPHead(26, 8)
-    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42)
-    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta)
+    lex = {"terms": ["why"], "idf": [1.0], "temperature": 1.0, "ensemble_temperature": 1.0}
+    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42, lexical=lex)
+    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta, LinearModel(1))
     trained: list[int] = []
 
     def fake_train(settings, *, seed, **kwargs):
@@ -252,8 +254,10 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     assert main(base) == 0 and trained == []
     assert "classifier up to date" in capsys.readouterr().out
     assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain
+    no_lex = ["--set", "classifier.lexical=false", *base]
+    assert main(no_lex) == 2 and trained == [7, 42]  # other features: retrain
     (home / "classifier" / ARTEFACT_NAME).write_bytes(b"garbage")
-    assert main(base) == 2 and trained == [7, 42]  # unreadable artefact: retrain
+    assert main(base) == 2 and trained == [7, 42, 42]  # unreadable artefact: retrain
 
 
 # ---- lexical features -----------------------------------------------------------

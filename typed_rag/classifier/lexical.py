@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -55,10 +56,13 @@ class Vocabulary:
         n = len(questions)
         return cls(kept, [math.log((1 + n) / (1 + df[t])) + 1.0 for t in kept])
 
+    @cached_property
+    def _lookup(self) -> tuple[dict[str, int], np.ndarray]:
+        return {t: i for i, t in enumerate(self.terms)}, np.asarray(self.idf, dtype=np.float32)
+
     def transform(self, questions: Sequence[str]) -> np.ndarray:
         """Binary term presence x idf, L2-normalised rows; shape ``(n, len(terms))``."""
-        index = {t: i for i, t in enumerate(self.terms)}
-        idf = np.asarray(self.idf, dtype=np.float32)
+        index, idf = self._lookup
         out = np.zeros((len(questions), len(self.terms)), dtype=np.float32)
         for row, q in enumerate(questions):
             cols = [index[f] for f in features(q) if f in index]
