@@ -235,12 +235,14 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
 ) -> None:
     """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
     import typed_rag.classifier.training as training
+    from typed_rag.classifier.lexical import LinearModel
     from typed_rag.cli import main
 
     home = tmp_path / "home"
     head = MLPHead(26, 8)
-    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42)
-    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta)
+    lex = {"terms": ["why"], "idf": [1.0], "temperature": 1.0, "ensemble_temperature": 1.0}
+    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42, lexical=lex)
+    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta, LinearModel(1))
     trained: list[int] = []
 
     def fake_train(settings, *, seed, **kwargs):
@@ -252,5 +254,75 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     assert main(base) == 0 and trained == []
     assert "classifier up to date" in capsys.readouterr().out
     assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain
+    no_lex = ["--set", "classifier.lexical=false", *base]
+    assert main(no_lex) == 2 and trained == [7, 42]  # other features: retrain
     (home / "classifier" / ARTEFACT_NAME).write_bytes(b"garbage")
-    assert main(base) == 2 and trained == [7, 42]  # unreadable artefact: retrain
+    assert main(base) == 2 and trained == [7, 42, 42]  # unreadable artefact: retrain
+
+
+# ---- lexical features -----------------------------------------------------------
+
+
+def test_lexical_features_mark_openers_and_pairs() -> None:
+    from typed_rag.classifier.lexical import Vocabulary, features
+
+    f = features("What's the DIFFERENCE between tea and coffee?")
+    assert {"^what's", "^what's the", "difference between", "tea", "?"} <= f
+    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    assert set(vocab.terms) == {"why", "^why", "how", "to", "how to", "^how", "^how to", "it"}
+    x = vocab.transform(["Why", "how to", "nothing known"])
+    assert x.shape == (3, len(vocab.terms))
+    assert np.allclose(np.linalg.norm(x[:2], axis=1), 1.0) and not x[2].any()
+    assert x[0, vocab.terms.index("^why")] > 0 and x[0, vocab.terms.index("how")] == 0
+
+
+def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) -> None:
+    from typed_rag.classifier.embedding_head import load_artefact_with_lexical
+    from typed_rag.classifier.lexical import LinearModel, Vocabulary
+
+    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    torch.manual_seed(0)
+    head = MLPHead(26, 8).eval()
+    lexical = LinearModel(len(vocab.terms))
+    torch.nn.init.normal_(lexical.weight)
+    lex_meta = {"terms": vocab.terms, "idf": vocab.idf, "temperature": 2.0,
+                "ensemble_temperature": 0.5}  # fmt: skip
+    meta = HeadMeta(embedder="stub", dim=26, hidden=8, temperature=1.5, lexical=lex_meta)
+    path = tmp_path / ARTEFACT_NAME
+    save_artefact(path, head, meta, lexical)
+    loaded, meta2, lex2 = load_artefact_with_lexical(path)
+    assert meta2.lexical == lex_meta and lex2 is not None
+    assert torch.equal(lex2.weight, lexical.weight)
+    clf = EmbeddingHeadClassifier(StubEncoder(), loaded, meta2, lexical=lex2)  # type: ignore[arg-type]
+    qs = ["Why not?", "how to bake"]
+    probs = np.array(clf.predict_proba(qs))
+    p = softmax(
+        head(torch.from_numpy(StubEncoder().encode([q.lower() for q in qs]))).detach().numpy(), 1.5
+    )
+    z = lexical(torch.from_numpy(vocab.transform(qs))).detach().numpy()
+    q = softmax(z, 2.0)
+    expected = softmax((np.log(p) + np.log(q)) / 2, 0.5)
+    assert np.allclose(probs, expected, atol=1e-6)
+    with pytest.raises(UserError, match="lexical model and its metadata"):
+        EmbeddingHeadClassifier(StubEncoder(), loaded, meta2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="go together"):
+        save_artefact(path, head, meta)
+
+
+def test_linear_model_learns_cue_words() -> None:
+    from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
+
+    cues = ["why", "how", "best", "difference"]
+    rng = np.random.default_rng(0)
+    filler = ["tea", "car", "city", "music", "bread"]
+
+    def make(n: int) -> tuple[list[str], np.ndarray]:
+        y = np.repeat(np.arange(4), n)
+        return [f"{cues[c]} {' '.join(rng.choice(filler, 3))}" for c in y], y
+
+    q_tr, y_tr = make(20)
+    q_va, y_va = make(5)
+    vocab = Vocabulary.fit(q_tr)
+    model, l2 = train_linear(vocab.transform(q_tr), y_tr, vocab.transform(q_va), y_va, steps=100)
+    pred = linear_logits(model, vocab.transform(q_va)).argmax(axis=1)
+    assert (pred == y_va).mean() == 1.0 and l2 in (1e-5, 1e-4, 1e-3)

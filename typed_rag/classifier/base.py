@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from typed_rag.types import LABELS, QuestionType
@@ -30,11 +30,23 @@ class TypeClassifier(abc.ABC):
         """Probabilities over :data:`LABELS` (nf-cats order) for each question."""
 
     def predict(
-        self, questions: Sequence[str], min_confidence: float = 0.0
+        self,
+        questions: Sequence[str],
+        min_confidence: float = 0.0,
+        allowed: Collection[QuestionType | str] | None = None,
     ) -> list[TypePrediction]:
-        """Top type per question; below ``min_confidence`` the prediction is marked unsure."""
+        """Top type per question; below ``min_confidence`` the prediction is marked unsure.
+
+        ``allowed`` restricts the choice to those types: the others get
+        probability 0 and the rest is renormalised (e.g. the six non-factoid
+        types for a benchmark that has no factoid or non-questions), and the
+        threshold applies to the renormalised top-1.
+        """
         out: list[TypePrediction] = []
-        for probs in self.predict_proba(questions):
+        probabilities = self.predict_proba(questions)
+        if allowed is not None:
+            probabilities = restrict(probabilities, allowed)
+        for probs in probabilities:
             best = max(range(len(LABELS)), key=lambda i: probs[i])
             out.append(
                 TypePrediction(
@@ -44,3 +56,25 @@ class TypeClassifier(abc.ABC):
                 )
             )
         return out
+
+
+def restrict(
+    probabilities: Sequence[Sequence[float]], allowed: Collection[QuestionType | str]
+) -> list[list[float]]:
+    """Zero the types not in ``allowed`` and renormalise each row over the rest.
+
+    A row with no mass on the allowed types (all exactly 0) becomes uniform over them.
+    """
+    keep = {QuestionType.parse(str(t)) for t in allowed}
+    if not keep:
+        raise ValueError("allowed must name at least one question type")
+    mask = [t in keep for t in LABELS]
+    out: list[list[float]] = []
+    for row in probabilities:
+        kept = [p if m else 0.0 for p, m in zip(row, mask, strict=True)]
+        total = sum(kept)
+        if total > 0:
+            out.append([p / total for p in kept])
+        else:
+            out.append([1.0 / len(keep) if m else 0.0 for m in mask])
+    return out

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from typed_rag.config import Settings
+from typed_rag.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,9 +17,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     train = inner.add_parser(
         "train",
-        help="train the embedding head on NF-CATS train, select and calibrate on valid",
+        help="train the classifier (classifier.kind) on NF-CATS train, select and calibrate on valid",
     )
-    train.add_argument("--embedder", help="sentence model name or folder (default: setting)")
+    train.add_argument(
+        "--kind",
+        choices=TRAINABLE,
+        help="what to train (default: classifier.kind; the nfcats checkpoint is not trained here)",
+    )
+    train.add_argument(
+        "--embedder",
+        help="sentence model name or folder: the head's embedder, or the encoder to fine-tune "
+        "(default: classifier.embedder)",
+    )
     train.add_argument("--seed", type=int, default=42, help="seed of every random step (42)")
     train.add_argument("--train", type=Path, help="train CSV (default: <data_dir>/train.csv)")
     train.add_argument("--valid", type=Path, help="valid CSV (default: <data_dir>/valid.csv)")
@@ -39,25 +49,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=_predict)
 
 
-def _train(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier.metrics import format_confidence_table, format_report
-    from typed_rag.classifier.training import train_classifier
+TRAINABLE = ("embedding-head", "finetuned")
 
-    if args.if_missing and (existing := _up_to_date(settings, args)) is not None:
+
+def _kind(args: argparse.Namespace, settings: Settings) -> str:
+    kind = args.kind or settings.classifier.kind
+    if kind not in TRAINABLE:
+        raise UserError(
+            f"classifier.kind={kind!r} is a published checkpoint, not trained here; "
+            f"use --kind {' or --kind '.join(TRAINABLE)}"
+        )
+    return kind
+
+
+def _train(args: argparse.Namespace, settings: Settings) -> int:
+    from typed_rag.classifier import training
+    from typed_rag.classifier.metrics import format_confidence_table, format_report
+
+    kind = _kind(args, settings)
+    if args.if_missing and (existing := _up_to_date(settings, args, kind)) is not None:
         print(f"classifier up to date: {existing}")
         return 0
-    s = train_classifier(
-        settings,
-        embedder=args.embedder,
-        seed=args.seed,
-        train_path=args.train,
-        valid_path=args.valid,
-        echo=lambda line: print(line, flush=True),
-    )
-    print(
-        f"\nchosen head: hidden={s.chosen['hidden']} class-weight power="
-        f"{s.chosen['class_weight_power']} epoch={s.chosen['best_epoch']}"
-    )
+    common = {
+        "seed": args.seed,
+        "train_path": args.train,
+        "valid_path": args.valid,
+        "echo": lambda line: print(line, flush=True),
+    }
+    if kind == "finetuned":
+        s = training.train_finetuned_classifier(settings, base=args.embedder, **common)
+        print(
+            f"\nfine-tuned {s.embedder}: best epoch {s.chosen['best_epoch']} of "
+            f"{s.chosen['epochs']} ({s.timings_s['fine_tune']:.0f} s)"
+        )
+    else:
+        s = training.train_classifier(settings, embedder=args.embedder, **common)
+        print(
+            f"\nchosen head: hidden={s.chosen['hidden']} class-weight power="
+            f"{s.chosen['class_weight_power']} epoch={s.chosen['best_epoch']}"
+        )
     print(
         f"temperature {s.temperature:.3f}: valid NLL {s.calibration['nll_before']:.4f} -> "
         f"{s.calibration['nll_after']:.4f}, ECE {s.calibration['ece_before']:.4f} -> "
@@ -69,21 +99,28 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _up_to_date(settings: Settings, args: argparse.Namespace) -> Path | None:
-    """The existing artefact if it loads and was trained with the requested embedder and seed."""
-    from typed_rag.classifier.embedding_head import artefact_path, load_artefact
-    from typed_rag.errors import UserError
+def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path | None:
+    """The existing artefact if it loads and was trained with the requested encoder and seed."""
+    from typed_rag.classifier import embedding_head, finetune
 
-    path = artefact_path(settings)
-    if not path.is_file():
+    wanted = args.embedder or settings.classifier.embedder
+    if args.train is not None or args.valid is not None:
         return None
     try:
-        _, meta = load_artefact(path)
+        if kind == "finetuned":
+            path = finetune.artefact_path(settings)
+            if not path.is_file():
+                return None
+            fmeta = finetune.read_meta(path)
+            return path if fmeta.base == wanted and fmeta.seed == args.seed else None
+        path = embedding_head.artefact_path(settings)
+        if not path.is_file():
+            return None
+        _, meta = embedding_head.load_artefact(path)
     except UserError:
         return None
-    wanted = args.embedder or settings.classifier.embedder
-    same_data = args.train is None and args.valid is None
-    return path if same_data and meta.embedder == wanted and meta.seed == args.seed else None
+    same_features = (meta.lexical is not None) == settings.classifier.lexical
+    return path if meta.embedder == wanted and meta.seed == args.seed and same_features else None
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,4 +1,6 @@
-"""The default type classifier: a sentence embedding plus a small trained head.
+"""The default type classifier: a sentence embedding and a small trained head, and beside
+them (``classifier.lexical``) a logistic regression on TF-IDF features of the question's
+words; the two calibrated probabilities are combined by a geometric mean.
 
 The artefact is one small safetensors file in ``settings.classifier_dir``:
 the head weights, and in its metadata the label order, the embedder it was
@@ -22,6 +24,7 @@ import torch
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.embedder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
+from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 ARTEFACT_NAME = "type_head.safetensors"
 METRICS_NAME = "metrics.json"
 FORMAT = "typed-rag/type-head/1"
+LEXICAL = "lexical."  # prefix of the lexical model's tensors
 
 
 @dataclass
@@ -49,25 +53,43 @@ class HeadMeta:
     seed: int = 0
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # The lexical model beside the head, or None: {"terms", "idf"} (its vocabulary),
+    # "temperature" (its own calibration), "ensemble_temperature" (of the combination),
+    # "l2", "class_weight_power"; its weights are the artefact's ``lexical.*`` tensors.
+    lexical: dict[str, Any] | None = None
 
 
 def artefact_path(settings: Settings) -> Path:
     return settings.classifier_dir / ARTEFACT_NAME
 
 
-def save_artefact(path: Path, head: MLPHead, meta: HeadMeta) -> None:
+def save_artefact(
+    path: Path, head: MLPHead, meta: HeadMeta, lexical: LinearModel | None = None
+) -> None:
     """Write weights and metadata atomically (temp name, then rename)."""
     from safetensors.torch import save_file
 
+    if (lexical is None) != (meta.lexical is None):
+        raise ValueError("the lexical model and its metadata go together")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tensors = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    if lexical is not None:
+        tensors |= {
+            f"{LEXICAL}{k}": v.detach().contiguous() for k, v in lexical.state_dict().items()
+        }
     save_file(tensors, str(tmp), metadata={"format": FORMAT, "meta": json.dumps(asdict(meta))})
     tmp.replace(path)
 
 
 def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
     """Read a head written by :func:`save_artefact`; a missing or foreign file is a UserError."""
+    head, meta, _ = load_artefact_with_lexical(path)
+    return head, meta
+
+
+def load_artefact_with_lexical(path: Path) -> tuple[MLPHead, HeadMeta, LinearModel | None]:
+    """The head, the metadata and the lexical model (None if the head was trained alone)."""
     from safetensors import SafetensorError, safe_open
 
     if not path.is_file():
@@ -90,16 +112,23 @@ def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
     if meta.labels != [t.value for t in LABELS]:
         raise UserError(f"{path}: label order {meta.labels} differs from nf-cats order; retrain")
     head = MLPHead(meta.dim, meta.hidden, n_labels=len(meta.labels))
+    lex_tensors = {k[len(LEXICAL) :]: v for k, v in tensors.items() if k.startswith(LEXICAL)}
+    lexical = None
     try:
-        head.load_state_dict(tensors)
+        head.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(LEXICAL)})
+        if meta.lexical is not None:
+            lexical = LinearModel(len(meta.lexical["terms"]), len(meta.labels))
+            lexical.load_state_dict(lex_tensors)
+            lexical.eval()
     except RuntimeError as exc:
         raise UserError(f"{path}: weights do not match the recorded shape: {exc}") from exc
     head.eval()
-    return head, meta
+    return head, meta, lexical
 
 
 class EmbeddingHeadClassifier(TypeClassifier):
-    """Sentence embedding of the lower-cased question, MLP head, temperature-scaled softmax."""
+    """Sentence embedding of the lower-cased question, MLP head, temperature-scaled softmax;
+    with a lexical model, the calibrated geometric mean of both, calibrated again."""
 
     name = "embedding-head"
 
@@ -109,6 +138,7 @@ class EmbeddingHeadClassifier(TypeClassifier):
         head: MLPHead,
         meta: HeadMeta,
         batch_size: int = 64,
+        lexical: LinearModel | None = None,
     ) -> None:
         dim = embedding_dim(encoder)
         if dim != meta.dim:
@@ -116,15 +146,21 @@ class EmbeddingHeadClassifier(TypeClassifier):
                 f"embedder {meta.embedder!r} gives {dim}-d vectors but the head expects "
                 f"{meta.dim}-d; retrain with `typed-rag classifier train`"
             )
+        if (lexical is None) != (meta.lexical is None):
+            raise UserError("classifier artefact: lexical model and its metadata do not match")
         self.encoder = encoder
         self.head = head
         self.meta = meta
         self.batch_size = batch_size
+        self.lexical = lexical
+        self.vocabulary = (
+            Vocabulary(meta.lexical["terms"], meta.lexical["idf"]) if meta.lexical else None
+        )
 
     @classmethod
     def load(cls, settings: Settings) -> EmbeddingHeadClassifier:
         """The artefact in ``settings.classifier_dir`` with the embedder it was trained on."""
-        head, meta = load_artefact(artefact_path(settings))
+        head, meta, lexical = load_artefact_with_lexical(artefact_path(settings))
         if meta.embedder != settings.classifier.embedder:
             log.info(
                 "classifier head was trained on %s; using it (settings name %s)",
@@ -132,10 +168,10 @@ class EmbeddingHeadClassifier(TypeClassifier):
                 settings.classifier.embedder,
             )
         encoder = load_sentence_model(settings, meta.embedder, settings.classifier.device)
-        return cls(encoder, head, meta, batch_size=settings.classifier.batch_size)
+        return cls(encoder, head, meta, batch_size=settings.classifier.batch_size, lexical=lexical)
 
     def proba_from_embeddings(self, x: np.ndarray) -> np.ndarray:
-        """Calibrated probabilities, shape ``(n, 8)``, nf-cats label order."""
+        """The head's calibrated probabilities, shape ``(n, 8)``, nf-cats label order."""
         if len(x) == 0:
             return np.zeros((0, len(LABELS)))
         with torch.inference_mode():
@@ -143,5 +179,21 @@ class EmbeddingHeadClassifier(TypeClassifier):
         return softmax(logits, self.meta.temperature)
 
     def predict_proba(self, questions: Sequence[str]) -> list[list[float]]:
+        if not questions:
+            return []
         x = embed_questions(self.encoder, list(questions), batch_size=self.batch_size)
-        return self.proba_from_embeddings(x).tolist()
+        p = self.proba_from_embeddings(x)
+        if self.lexical is not None and self.vocabulary is not None and self.meta.lexical:
+            z = linear_logits(self.lexical, self.vocabulary.transform(questions))
+            q = softmax(z, self.meta.lexical["temperature"])
+            p = combine([p, q], self.meta.lexical["ensemble_temperature"])
+        return p.tolist()
+
+
+def combine(probabilities: Sequence[np.ndarray], temperature: float) -> np.ndarray:
+    """Geometric mean of calibrated probabilities, softmaxed with ``temperature``."""
+    return softmax(ensemble_logits(probabilities), temperature)
+
+
+def ensemble_logits(probabilities: Sequence[np.ndarray]) -> np.ndarray:
+    return np.mean([np.log(np.maximum(p, 1e-12)) for p in probabilities], axis=0)

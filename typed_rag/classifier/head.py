@@ -37,6 +37,7 @@ class HeadConfig:
     lr: float = 1e-3
     batch_size: int = 64
     max_epochs: int = 60
+    patience: int | None = None  # stop after this many epochs without a better valid macro-F1
 
 
 class MLPHead(nn.Module):
@@ -142,6 +143,8 @@ def _train_head(
         if report.macro_f1 > best[0]:
             best = (report.macro_f1, report.accuracy, epoch)
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        elif config.patience is not None and epoch - best[2] >= config.patience:
+            break
     assert best_state is not None
     model.load_state_dict(best_state)
     model.eval()

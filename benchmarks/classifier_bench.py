@@ -1,0 +1,350 @@
+"""Question-type classifier recipes side by side: valid scores, k-fold CV with CIs, speed.
+
+Recipes (each is what ``typed-rag classifier train`` does for that kind: fit on
+one part, select and calibrate on another):
+
+- ``head``: frozen all-MiniLM-L6-v2 embedding + MLP head, today's grid (the "before");
+- ``head-w1``: the same with class-weight powers 0.5 and 1.0 (stronger rare-type weighting);
+- ``finetuned``: all-MiniLM-L6-v2 fine-tuned end to end, class-weighted loss;
+- ``ensemble``: geometric mean of ``finetuned`` and ``head`` probabilities, re-calibrated.
+
+Valid scores: fit on train.csv, select and calibrate on valid.csv (optimistic).
+CV: k folds over train + valid (see typed_rag/classifier/crossval.py).
+Per-fold held-out probabilities are cached in ``--work`` so an interrupted
+run resumes. Writes ``<out>/summary.json``.
+
+    python benchmarks/classifier_bench.py --recipes head head-w1 finetuned ensemble
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from typed_rag.classifier.crossval import cross_validate
+from typed_rag.classifier.data import read_nfcats_csv, split_path
+from typed_rag.classifier.embedder import embed_questions, load_sentence_model
+from typed_rag.classifier.finetune import FineTuneConfig, fine_tune, logits_of
+from typed_rag.classifier.head import (
+    HeadConfig,
+    expected_calibration_error,
+    fit_temperature,
+    softmax,
+    train_head,
+)
+from typed_rag.classifier.head import logits_of as head_logits
+from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
+from typed_rag.classifier.metrics import classification_report
+from typed_rag.classifier.training import GRID
+from typed_rag.config import load_settings
+from typed_rag.models import ensure_model
+from typed_rag.types import LABELS
+
+Probs = tuple[np.ndarray, np.ndarray]  # (select probabilities, test probabilities)
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.settings = load_settings()
+        d = self.settings.classifier.data_dir
+        tr, va = read_nfcats_csv(split_path(d, "train")), read_nfcats_csv(split_path(d, "valid"))
+        self.questions = tr.questions + va.questions
+        self.labels = np.asarray(tr.labels + va.labels)
+        self.train_idx = np.arange(len(tr))
+        self.valid_idx = np.arange(len(tr), len(self.labels))
+        self.work: Path = args.work
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.log = (self.work / "bench.log").open("a")
+        self._emb: dict[str, np.ndarray] = {}
+        self.cv_mode = False
+
+    def echo(self, line: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"{stamp} {line}", flush=True)
+        self.log.write(f"{stamp} {line}\n")
+        self.log.flush()
+
+    # ---- cached inputs ----------------------------------------------------------
+
+    def embeddings(self, name: str) -> np.ndarray:
+        if name in self._emb:
+            return self._emb[name]
+        path = self.work / f"emb-{name}.npy"
+        if path.is_file():
+            x = np.load(path)
+        else:
+            t0 = time.perf_counter()
+            model = load_sentence_model(self.settings, name)
+            x = embed_questions(model, self.questions, batch_size=64)
+            np.save(path, x)
+            self.echo(
+                f"embedded {len(x)} questions with {name} in {time.perf_counter() - t0:.0f} s"
+            )
+        self._emb[name] = x
+        return x
+
+    def cached(self, name: str, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
+               run: Callable[[], Probs]) -> Probs:  # fmt: skip
+        path = self.work / f"probs-{name}-{_key(fit.tolist(), select.tolist(), test.tolist())}.npz"
+        if path.is_file():
+            z = np.load(path)
+            return z["select"], z["test"]
+        sel, tst = run()
+        np.savez(path, select=sel, test=tst)
+        return sel, tst
+
+    # ---- recipes ---------------------------------------------------------------
+
+    def mlp(self, tag: str, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
+            grid: tuple[tuple[int, float], ...], inputs: str, patience: int | None) -> Probs:  # fmt: skip
+        """The MLP head on ``inputs``: ``emb`` (MiniLM), ``mpnet``, ``lex`` (TF-IDF learnt from
+        ``fit``) or ``emb+lex``; the grid's best on ``select``, calibrated there."""
+        parts = []
+        if inputs in ("emb", "emb+lex"):
+            parts.append(self.embeddings("all-MiniLM-L6-v2"))
+        if inputs == "mpnet":
+            parts.append(self.embeddings("all-mpnet-base-v2"))
+        if inputs in ("lex", "emb+lex"):
+            parts.append(Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions))
+        x, y = np.hstack(parts), self.labels
+        runs = [
+            train_head(x[fit], y[fit], x[select], y[select],
+                       replace(HeadConfig(), hidden=h, class_weight_power=p, patience=patience),
+                       seed=self.args.seed)
+            for h, p in grid
+        ]  # fmt: skip
+        best = max(runs, key=lambda r: r.valid_macro_f1)
+        z_sel = head_logits(best.model, x[select])
+        t = fit_temperature(z_sel, y[select])
+        chosen = (best.config.hidden, best.config.class_weight_power)
+        self.echo(f"    {tag} ({x.shape[1]}-d): hidden={chosen[0]} power={chosen[1]} "
+                  f"epoch={best.best_epoch} T={t:.2f}")  # fmt: skip
+        if len(grid) > 1:
+            (self.work / f"chosen-{tag}-{self.args.seed}.json").write_text(json.dumps(chosen))
+        return softmax(z_sel, t), softmax(head_logits(best.model, x[test]), t)
+
+    def lexlin(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray, power: float) -> Probs:
+        """Logistic regression on TF-IDF features learnt from ``fit``; L2 chosen on ``select``."""
+        x = Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions)
+        y = self.labels
+        model, l2 = train_linear(x[fit], y[fit], x[select], y[select], power=power)
+        z_sel = linear_logits(model, x[select])
+        t = fit_temperature(z_sel, y[select])
+        self.echo(f"    lexical linear: l2={l2} power={power} T={t:.2f}")
+        return softmax(z_sel, t), softmax(linear_logits(model, x[test]), t)
+
+    def mlp_recipe(self, tag: str, grid: tuple[tuple[int, float], ...], inputs: str,
+                   patience: int | None) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:  # fmt: skip
+        """Valid mode: the whole grid. CV mode: the configuration chosen on valid, patience 10."""
+
+        def run(f: np.ndarray, s: np.ndarray, t: np.ndarray) -> Probs:
+            chosen_file = self.work / f"chosen-{tag}-{self.args.seed}.json"
+            if self.cv_mode and chosen_file.is_file():
+                h, p = json.loads(chosen_file.read_text())
+                name, g, pat = f"{tag}-fixed-{h}-{p}-{self.args.seed}", ((int(h), float(p)),), 10
+            else:
+                name, g, pat = f"{tag}-{self.args.seed}", grid, patience
+            return self.cached(name, f, s, t, lambda: self.mlp(tag, f, s, t, g, inputs, pat))
+
+        return run
+
+    def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> Probs:
+        cfg = self.ft_config()
+        folder = ensure_model(self.settings, "all-MiniLM-L6-v2")
+        q, y = self.questions, self.labels
+        res, tok, _ = fine_tune(folder, [q[i] for i in fit], y[fit], [q[i] for i in select],
+                                y[select], cfg, seed=self.args.seed, echo=self.echo)  # fmt: skip
+        t = fit_temperature(res.valid_logits, y[select])
+        z_test = logits_of(res.model, tok, [q[i] for i in test], cfg.max_length, batch_size=128)
+        self.echo(f"    fine-tuned: best epoch {res.best_epoch}, T={t:.2f}, {res.seconds:.0f} s "
+                  f"wall, {res.cpu_seconds:.0f} s CPU, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        self.ft_seconds.append({"wall": res.seconds, "cpu": res.cpu_seconds,
+                                "load_avg_1min_end": os.getloadavg()[0], "history": res.history})  # fmt: skip
+        return softmax(res.valid_logits, t), softmax(z_test, t)
+
+    def ft_config(self) -> FineTuneConfig:
+        a = self.args
+        return FineTuneConfig(lr=a.lr, epochs=a.epochs, class_weight_power=a.power,
+                              batch_size=a.batch_size, train_layers=a.train_layers)  # fmt: skip
+
+    def ensemble(self, parts: list[Probs], select_y: np.ndarray) -> Probs:
+        log_sel = np.mean([np.log(np.maximum(p[0], 1e-12)) for p in parts], axis=0)
+        log_tst = np.mean([np.log(np.maximum(p[1], 1e-12)) for p in parts], axis=0)
+        t = fit_temperature(log_sel, select_y)
+        return softmax(log_sel, t), softmax(log_tst, t)
+
+    def recipe(self, name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:
+        ft_tag = f"finetuned-{_key(asdict(self.ft_config()), self.args.seed)}"
+        grid_w1 = tuple((h, p) for h in (256, 512) for p in (0.5, 1.0))
+        grid_lex = tuple((256, p) for p in (0.5, 1.0))
+        table: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]] = {
+            "head": self.mlp_recipe("head", GRID, "emb", None),
+            "head-w1": self.mlp_recipe("headw1", grid_w1, "emb", None),
+            "head-mpnet": self.mlp_recipe("headmpnet", GRID, "mpnet", None),
+            "lex": self.mlp_recipe("lex", grid_lex, "lex", 10),
+            "head+lex": self.mlp_recipe("headlex", grid_lex, "emb+lex", 10),
+            "lexlin": lambda f, s, t: self.cached(
+                f"lexlin-{self.args.seed}", f, s, t, lambda: self.lexlin(f, s, t, 0.5)),
+            "lexlin-w1": lambda f, s, t: self.cached(
+                f"lexlinw1-{self.args.seed}", f, s, t, lambda: self.lexlin(f, s, t, 1.0)),
+            "ens-head-lexlin": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lexlin"](f, s, t)], self.labels[s]),
+            "ens-head-lexlin-w1": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lexlin-w1"](f, s, t)], self.labels[s]),
+            "ens-head-lex": lambda f, s, t: self.ensemble(
+                [table["head"](f, s, t), table["lex"](f, s, t)], self.labels[s]),
+            "ens-headlex-head": lambda f, s, t: self.ensemble(
+                [table["head+lex"](f, s, t), table["head"](f, s, t)], self.labels[s]),
+            "finetuned": lambda f, s, t: self.cached(
+                ft_tag, f, s, t, lambda: self.finetuned(f, s, t)),
+            "ensemble": lambda f, s, t: self.ensemble(
+                [table["finetuned"](f, s, t), table["head"](f, s, t)], self.labels[s]),
+            "ensemble-w1": lambda f, s, t: self.ensemble(
+                [table["finetuned"](f, s, t), table["head-w1"](f, s, t)], self.labels[s]),
+        }  # fmt: skip
+        return table[name]
+
+    # ---- measurements ------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.args.recipes:
+            self.ft_seconds: list[dict[str, Any]] = []
+            self.echo(f"== {name}: valid (fit train.csv, select + calibrate on valid.csv)")
+            recipe = self.recipe(name)
+            t0, c0 = time.perf_counter(), time.process_time()
+            _, p = recipe(self.train_idx, self.valid_idx, self.valid_idx)
+            valid_s, valid_cpu = time.perf_counter() - t0, time.process_time() - c0
+            y = self.labels[self.valid_idx]
+            rep = classification_report(y, p.argmax(axis=1))
+            self.echo(f"   valid macro-F1 {rep.macro_f1:.4f} acc {rep.accuracy:.4f} "
+                      + " ".join(f"{k[:5]}={v:.3f}" for k, v in rep.f1_by_label().items()))  # fmt: skip
+            entry: dict[str, Any] = {
+                "valid": {
+                    "macro_f1": rep.macro_f1,
+                    "accuracy": rep.accuracy,
+                    "f1": rep.f1_by_label(),
+                    "per_class": [asdict(c) for c in rep.per_class],
+                    "ece_calibrated_on_valid": expected_calibration_error(p, y),
+                },
+                "train_seconds_this_run": valid_s,
+                "train_cpu_seconds_this_run": valid_cpu,
+                "load_avg_1min_after": os.getloadavg()[0],
+            }
+            if self.args.k > 1 and name not in self.args.no_cv:
+                self.echo(f"== {name}: {self.args.k}-fold CV over train + valid")
+                self.cv_mode = True
+                cv = cross_validate(
+                    recipe=lambda f, s, t, r=recipe: r(f, s, t)[1],
+                    labels=self.labels,
+                    k=self.args.k,
+                    seed=self.args.seed,
+                    on_fold=lambda i, f1: self.echo(f"   fold {i}: macro-F1 {f1:.4f}"),
+                )
+                d = cv.to_dict()
+                entry["cv"] = d
+                self.echo(f"   CV macro-F1 {d['macro_f1']:.4f} CI {d['ci95']['macro_f1']} ECE "
+                          f"{d['ece']:.4f} " + " ".join(f"{k[:5]}={v:.3f}"
+                                                        for k, v in d["f1"].items()))  # fmt: skip
+            self.cv_mode = False
+            if self.ft_seconds:
+                entry["finetune_seconds"] = self.ft_seconds
+            out[name] = entry
+        return out
+
+
+def speed(specs: list[str], n: int, echo: Callable[[str], None]) -> dict[str, Any]:
+    """ms per question of trained classifiers (``label=kind:folder``): one at a time, batched."""
+    from typed_rag.classifier import build_classifier
+
+    d = load_settings().classifier.data_dir
+    questions = read_nfcats_csv(split_path(d, "valid")).questions[:n]
+    out: dict[str, Any] = {}
+    for spec in specs:
+        label, rest = spec.split("=", 1)
+        kind, folder = rest.split(":", 1)
+        settings = load_settings(None, **{"classifier.path": folder, "classifier.kind": kind})
+        t0 = time.perf_counter()
+        clf = build_classifier(settings)
+        load_s = time.perf_counter() - t0
+        clf.predict_proba(questions[:8])  # warm-up
+        single = []
+        for q in questions:
+            t0 = time.perf_counter()
+            clf.predict_proba([q])
+            single.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        for start in range(0, len(questions), 64):
+            clf.predict_proba(questions[start : start + 64])
+        batched = (time.perf_counter() - t0) * 1000 / len(questions)
+        out[label] = {
+            "kind": kind,
+            "folder": folder,
+            "load_seconds": load_s,
+            "ms_per_question_single_median": float(np.median(single)),
+            "ms_per_question_single_p90": float(np.percentile(single, 90)),
+            "ms_per_question_batched_64": batched,
+            "n": len(questions),
+            "torch_threads": torch.get_num_threads(),
+            "load_avg": os.getloadavg(),
+        }
+        echo(f"speed {label}: single median {np.median(single):.1f} ms, p90 "
+             f"{np.percentile(single, 90):.1f} ms, batched {batched:.2f} ms/question")  # fmt: skip
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--recipes", nargs="+", default=["head", "finetuned", "ensemble"])
+    p.add_argument("--no-cv", nargs="*", default=[], help="recipes scored on valid only")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--lr", type=float, default=FineTuneConfig.lr)
+    p.add_argument("--epochs", type=int, default=FineTuneConfig.epochs)
+    p.add_argument("--power", type=float, default=FineTuneConfig.class_weight_power)
+    p.add_argument("--batch-size", type=int, default=FineTuneConfig.batch_size)
+    p.add_argument("--train-layers", type=int, default=FineTuneConfig.train_layers)
+    p.add_argument("--work", type=Path, default=Path.home() / ".cache/typed-rag-exp/classifier-16")
+    p.add_argument("--out", type=Path, help="write the JSON here")
+    p.add_argument("--speed", nargs="+", metavar="LABEL=KIND:FOLDER",
+                   help="time these trained classifiers instead")  # fmt: skip
+    p.add_argument("--speed-n", type=int, default=200)
+    args = p.parse_args()
+    bench = Bench(args)
+    t0 = time.perf_counter()
+    if args.speed:
+        results = speed(args.speed, args.speed_n, bench.echo)
+    else:
+        results = bench.run()
+    payload = {
+        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                    "platform": platform.platform(), "load_avg_end": os.getloadavg()},
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "labels": [t.value for t in LABELS],
+        "wall_seconds": time.perf_counter() - t0,
+        "recipes": results,
+    }  # fmt: skip
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(payload, indent=2) + "\n")
+        bench.echo(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
