@@ -22,7 +22,7 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
         )
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
-    ctx.result.plan.update(plan.to_trace())
+    ctx.set_plan(plan.to_trace())
     subs = await answer_sub_queries(ctx, plan.sub_queries)
     pairs = [(s.query, s.answer) for s in subs]
     return Final("aggregate", aggregation_messages(ctx.question, pairs))

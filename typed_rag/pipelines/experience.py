@@ -23,7 +23,7 @@ async def prepare(ctx: Context) -> Final:
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
     if ctx.constraints:  # the wanted subtopics steer the reranking too
         plan.keywords += [t for t in ctx.constraints.include if t not in plan.keywords]
-    ctx.result.plan.update(plan.to_trace())
+    ctx.set_plan(plan.to_trace())
 
     pool_size = max(ctx.settings.retrieval.experience_pool, ctx.top_k)
     (pool,) = await ctx.retrieve([ctx.question], pool_size)
