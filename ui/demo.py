@@ -168,6 +168,8 @@ def build_demo(
                 chatbot = gr.Chatbot(
                     label="Answer", elem_id="tr-chatbot", height=460, feedback_options=None
                 )
+                # live progress (type, plan, sub-answers) while a question runs
+                status = gr.Markdown("", elem_id="tr-status")
                 with gr.Row():
                     box = gr.Textbox(
                         placeholder="e.g. Why do leaves change color in autumn?",
@@ -178,7 +180,6 @@ def build_demo(
                     )
                     send = gr.Button("Ask", variant="primary", elem_id="tr-send", scale=1)
                 gr.Examples(EXAMPLES, inputs=box)
-                status = gr.Markdown("", elem_id="tr-status")
             with gr.Column(scale=2):
                 mode = gr.Radio(
                     list(MODES),

@@ -162,30 +162,30 @@ def _plan_items(plan: dict[str, Any]) -> list[str]:
 
 def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
     """Live status while a question runs: type, plan, finished sub-answers, what comes next."""
-    lines: list[str] = []
+    blocks: list[str] = []
     qtype = info.get("type")
     stage = info.get("stage")
     if qtype:
-        lines.append(f"**Type:** {html.escape(str(qtype))}")
+        blocks.append(f"**Type:** {html.escape(str(qtype))}")
     plan = info.get("plan") or {}
     items = _plan_items(plan)
     if items:
-        lines.append("**Plan:** " + " · ".join(html.escape(i) for i in items))
+        blocks.append("**Plan:** " + " · ".join(html.escape(i) for i in items))
     subs = info.get("sub_answers") or []
     total = max((int(s.get("total", 0)) for s in subs), default=0)
+    done = []
     for sub in subs:
         head = sub.get("perspective") or sub.get("query", "")
         text = " ".join(str(sub.get("answer", "")).split())[:160]
-        lines.append(f"- ✓ *{html.escape(str(head))}*: {html.escape(text)}")
-    if answering or stage == "answer":
-        lines.append("_Writing the answer…_")
+        done.append(f"- ✓ *{html.escape(str(head))}*: {html.escape(text)}")
+    if done:
+        blocks.append("\n".join(done))
+    if answering or stage == "answer" or (total and len(subs) >= total):
+        blocks.append("_Writing the answer…_")
     elif stage == "type":
-        lines.append("_Planning…_" if info.get("mode") == "typed-rag" else "_Retrieving…_")
-    elif stage in ("plan", "sub_answer") and (items or subs):
-        if total and len(subs) >= total:
-            lines.append("_Writing the answer…_")
-        elif plan.get("sub_queries") or plan.get("perspectives"):
-            lines.append(f"_Answering sub-questions… {len(subs)}/{total or len(items)} done_")
-        else:
-            lines.append("_Retrieving…_")
-    return "\n".join(lines) if lines else "_Working…_"
+        blocks.append("_Planning…_" if info.get("mode") == "typed-rag" else "_Retrieving…_")
+    elif plan.get("sub_queries") or plan.get("perspectives"):
+        blocks.append(f"_Answering sub-questions… {len(subs)}/{total or len(items)} done_")
+    elif stage == "plan":
+        blocks.append("_Retrieving…_")
+    return "\n\n".join(blocks) if blocks else "_Working…_"
