@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,11 @@ async def bench_engine(engine: Engine, requests: int, max_tokens: int) -> dict[s
 
 
 async def bench_pipelines(
-    settings: Settings, questions: list[tuple[str, str]], methods: list[str], concurrency: int
+    settings: Settings,
+    questions: list[tuple[str, str]],
+    methods: list[str],
+    concurrency: int,
+    batched: bool = True,
 ) -> dict[str, Any]:
     rag = TypedRAG.from_settings(settings)
     t0 = time.perf_counter()
@@ -99,12 +104,15 @@ async def bench_pipelines(
                     if not first:
                         first.append(event.elapsed_s)
 
-                force = qtype if method == "typed-rag" else None
+                # Route by the classifier when there is one (its time is in the first
+                # event), else force the type so the typed pipeline still runs.
+                force = qtype if method == "typed-rag" and rag.classifier is None else None
                 t = time.perf_counter()
                 result = await rag.answer(text, mode=method, force_type=force, on_event=on_event)
                 rows.append(
                     {
                         "type": qtype,
+                        "routed_type": result.type,
                         "latency_s": time.perf_counter() - t,
                         "first_event_s": first[0] if first else None,
                         "calls": len(result.calls),
@@ -119,8 +127,14 @@ async def bench_pipelines(
                 "first_event_p50_s": statistics.median(firsts) if firsts else None,
                 "questions": rows,
             }
-            if method != "llm":
-                types = [t if method == "typed-rag" else None for t, _ in questions]
+            if method != "llm" and not batched:
+                # no answer_many pass: one at a time is the rate (a lower bound)
+                total = sum(r["latency_s"] for r in rows)
+                out["eval_q_per_min"][method] = 60 * len(rows) / total
+                out["eval_q_per_min_source"] = "sequential"
+            elif method != "llm":
+                forced = method == "typed-rag" and rag.classifier is None
+                types = [t if forced else None for t, _ in questions]
                 t = time.perf_counter()
                 await rag.answer_many(
                     [q for _, q in questions],
@@ -136,6 +150,12 @@ async def bench_pipelines(
     return out
 
 
+def save(report: dict[str, Any], out: Path) -> None:
+    """Written after each part, so a run cut short still leaves what it measured."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
@@ -143,6 +163,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         "model": settings.engine.model,
         "max_tokens": settings.sampling.max_tokens,
         "sub_answer_max_tokens": settings.sampling.sub_answer_max_tokens,
+        "top_k": settings.retrieval.top_k,
+        "engine_threads": settings.engine.n_threads,
+        "command": " ".join(sys.argv),
         "engine_bench": {},
         "engines": {},
     }
@@ -158,6 +181,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             finally:
                 await engine.close()
             report["engine_bench"][name] = row
+            save(report, args.out)
             print(
                 f"  {name}: {row['tok_s']:.1f} tok/s, request p50 {row['latency_p50_s']:.1f} s",
                 flush=True,
@@ -169,8 +193,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         print(f"== pipelines on {name}: {len(questions)} questions", flush=True)
         cfg = engine_settings(settings, backend, int(slots or 4))
         report["engines"][name] = await bench_pipelines(
-            cfg, questions, args.methods, concurrency=settings.engine.max_concurrency
+            cfg,
+            questions,
+            args.methods,
+            concurrency=settings.engine.max_concurrency,
+            batched=not args.no_batched,
         )
+        save(report, args.out)
     report["loadavg_end"] = os.getloadavg()
     chosen = args.default_engine or next(iter(report["engines"]), None)
     if chosen in report["engines"]:
@@ -221,6 +250,9 @@ def main(argv: list[str] | None = None) -> None:
         default=["llamacpp", "llama-server:4"],
         help="engines for the pipeline part: llamacpp, llama-server:<slots>",
     )
+    ap.add_argument(
+        "--no-batched", action="store_true", help="skip the answer_many pass (q/min sequential)"
+    )
     ap.add_argument("--default-engine", help="which pipeline engine the summary reports")
     ap.add_argument("--out", type=Path, default=Path("results/latency/summary.json"))
     args = ap.parse_args(argv)
@@ -231,8 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(args.config, **overrides)
     report = asyncio.run(run(args, settings))
     print_tables(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    save(report, args.out)
     print(f"wrote {args.out}")
 
 
