@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast test-slow setup lint bench clean-venv
+.PHONY: serve test test-fast test-slow setup lint bench clean-venv results
 
 serve:
 	bash scripts/setup.sh env assets
@@ -35,3 +35,10 @@ lint:
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Rebuild the committed evaluation tables from the committed records (no model runs
+# unless something is missing): the Wiki-NFQA report and the judge-validity summary.
+results:
+	$(TR) eval report results/wiki-nfqa/run --out results/wiki-nfqa
+	$(TR) eval judge-validity --questions 200 --pool 40 --protocols linkage-prob,relevance-prob \
+		--ensembles 'linkage-prob*relevance-prob' --out results/judge

@@ -92,7 +92,8 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
                 w(f"  {word}: {'; '.join(found[key])}\n")
     plan = result.plan
     if plan.get("core_sub_questions"):
-        w("plan: core sub-questions (augmented retrieval):\n")
+        use = "augmented retrieval" if plan.get("augmented") else "for the answer to cover"
+        w(f"plan: core sub-questions ({use}):\n")
         for i, q in enumerate(plan["core_sub_questions"], 1):
             w(f"  {i}. {q}\n")
     if plan.get("keywords"):
@@ -108,9 +109,15 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
         w(f"plan: debate topic: {plan.get('debate_topic', '')}\n")
         for p in plan["perspectives"]:
             w(f"  - {p['perspective']}: {p['query']}\n")
+    for sub in result.sub_answers:
+        if sub.dropped:
+            w(f"left out: sub-answer to {sub.query!r} ({sub.dropped})\n")
     for note in result.fallbacks:
         w(f"fallback: {note}\n")
     w(f"\n{result.answer}\n\n")
+    if result.invalid_citations:
+        numbers = ", ".join(f"[{n}]" for n in result.invalid_citations)
+        w(f"citations: {numbers} point at no shown passage\n")
     if result.passages:
         w("sources:\n")
         for p in result.passages:

@@ -204,6 +204,93 @@ class AugmentSettings(BaseModel):
         return value
 
 
+# What ``method.profile = "improved"`` turns on (issue 15); every field can still be
+# set on its own, and an explicit value wins over the profile's.
+METHOD_PROFILES: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "improved": {
+        "grounded_aggregation": True,
+        "drop_uninformative": True,
+        "answer_shapes": True,
+        "experience_retrieval": "both",
+        "core_sub_questions": "definition",
+        "require_citations": True,
+        "strip_invalid_citations": True,
+        "post_cite": True,
+        "max_sub_queries": 3,
+        "anchor_sub_queries": True,
+    },
+}
+
+
+class MethodOptions(BaseModel):
+    """The method options in force, after the profile is applied (see MethodSettings)."""
+
+    grounded_aggregation: bool = False
+    aggregation_passages: int = Field(5, ge=1, le=20)
+    drop_uninformative: bool = False
+    answer_shapes: bool = False
+    experience_retrieval: Literal["question", "keywords", "both"] = "question"
+    core_sub_questions: Literal["off", "definition", "listed"] = "off"
+    require_citations: bool = False
+    strip_invalid_citations: bool = False
+    post_cite: bool = False
+    max_sub_queries: int = Field(5, ge=2, le=5)
+    sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
+    anchor_sub_queries: bool = False
+
+
+class MethodSettings(BaseModel):
+    """How the typed pipelines plan, aggregate and answer (issue 15); paper behaviour by default.
+
+    Each option is None until set, so a ``profile`` fills only what was not set
+    explicitly: ``--set method.profile=improved --set method.answer_shapes=false``
+    is the improved set without answer shapes. Read them with :meth:`options`.
+    They change typed-rag answers only; the ``rag`` and ``llm`` baselines keep
+    the paper's prompts.
+    """
+
+    profile: Literal["paper", "improved"] = "paper"
+    # 1. The aggregator / debate mediator also see the best passages (global [n])
+    #    and are told to drop sub-answer claims that no passage supports.
+    grounded_aggregation: bool | None = None
+    aggregation_passages: int | None = Field(None, ge=1, le=20)  # how many passages they see
+    # 2. Sub-answers without information (empty, restating the query, "no
+    #    information", only references) are left out of aggregation (trace: dropped).
+    drop_uninformative: bool | None = None
+    # 3. Per-type answer shapes in the final prompt (steps, point by point, ...).
+    answer_shapes: bool | None = None
+    # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
+    experience_retrieval: Literal["question", "keywords", "both"] | None = None
+    # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the
+    #    generator is told to work out and cover them; no extra call) or "listed"
+    #    (M2: one extra plan call lists them and the prompt names them).
+    core_sub_questions: Literal["off", "definition", "listed"] | None = None
+    # 6. The final prompt requires [n] citations of shown passages; invalid numbers
+    #    are always recorded in the trace, and removed from the answer when set
+    #    (not from a streamed answer, which is already sent).
+    require_citations: bool | None = None
+    strip_invalid_citations: bool | None = None
+    # After the fact, an uncited sentence of a typed-rag answer gets the [n] of the
+    # shown passage sharing most of its words (ALCE's post-hoc citing; not streamed).
+    post_cite: bool | None = None
+    # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
+    #    single "aspects" of the question, or the paper's "paraphrase"s of it.
+    max_sub_queries: int | None = Field(None, ge=2, le=5)
+    sub_query_style: Literal["aspects", "paraphrase"] | None = None
+    # A sub-query that shares almost no words with the question ("what was the bill
+    # about?") is searched and answered with the question attached.
+    anchor_sub_queries: bool | None = None
+
+    def options(self) -> MethodOptions:
+        """Explicit values, else the profile's, else the paper's defaults."""
+        chosen = dict(METHOD_PROFILES[self.profile])
+        chosen.update(
+            {k: v for k, v in self.model_dump(exclude={"profile"}).items() if v is not None}
+        )
+        return MethodOptions.model_validate(chosen)
+
+
 class EvalSettings(BaseModel):
     """Wiki-NFQA location and LINKAGE scoring options."""
 
@@ -215,11 +302,21 @@ class EvalSettings(BaseModel):
     # How a verdict that never parsed counts: left out of the means (and
     # counted in the report), or as the worst rank.
     unparsed: Literal["exclude", "worst"] = "exclude"
-    scorer_max_tokens: int = 64
+    # How the LINKAGE scorer gives its verdict: "linkage-prob" reads the distribution of
+    # [[k]] from token probabilities; "linkage-prob-gated" also asks whether the answer
+    # addresses the question and ranks it last when not (chosen by the judge-validity
+    # benchmark, README); "linkage" decodes a text verdict (any engine, e.g. a server).
+    judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob"
+    # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off
     batch_size: int = 16  # questions per answer_many call; one JSONL flush each
     score_batch_size: int = 64  # scorer requests per engine.generate call
     sample_seed: int = 42  # stratified --sample and bootstrap resampling
     labels_path: Path | None = None  # default: <home>/eval/wikinfqa-labels.json
+    # Keep passage texts in answers.jsonl (needed by --coverage's context judge); off for
+    # runs committed under results/, where ids, titles and scores suffice (the index has the text).
+    store_passage_text: bool = True
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512
@@ -245,6 +342,7 @@ class Settings(BaseSettings):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
     augment: AugmentSettings = Field(default_factory=AugmentSettings)
+    method: MethodSettings = Field(default_factory=MethodSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -103,15 +103,21 @@ KEYWORD_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-SUB_QUERY_SCHEMA: dict[str, Any] = {
-    "title": "sub_query_plan",
-    "type": "object",
-    "properties": {
-        "sub_queries": {**_STR_LIST, "minItems": MIN_SUB_QUERIES, "maxItems": MAX_SUB_QUERIES}
-    },
-    "required": ["sub_queries"],
-    "additionalProperties": False,
-}
+
+def sub_query_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
+    """The decomposition plan: 2 to ``limit`` sub-queries."""
+    return {
+        "title": "sub_query_plan",
+        "type": "object",
+        "properties": {
+            "sub_queries": {**_STR_LIST, "minItems": MIN_SUB_QUERIES, "maxItems": limit}
+        },
+        "required": ["sub_queries"],
+        "additionalProperties": False,
+    }
+
+
+SUB_QUERY_SCHEMA: dict[str, Any] = sub_query_schema()
 
 
 def core_sub_question_schema(limit: int) -> dict[str, Any]:
@@ -124,22 +130,27 @@ def core_sub_question_schema(limit: int) -> dict[str, Any]:
     }
 
 
-DEBATE_SCHEMA: dict[str, Any] = {
-    "title": "debate_plan",
-    "type": "object",
-    "properties": {
-        "debate_topic": {"type": "string", "minLength": 1},
-        "dist_opinion": {**_STR_LIST, "minItems": MIN_SUB_QUERIES, "maxItems": MAX_SUB_QUERIES},
-        "sub_queries": {
-            "type": "object",
-            # Free keys (one per perspective); the 2-5 bound is checked by the parser,
-            # since not every grammar backend supports min/maxProperties.
-            "additionalProperties": {"type": "string", "minLength": 1},
+def debate_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
+    """The debate plan: a topic and 2 to ``limit`` perspectives, one sub-query each."""
+    return {
+        "title": "debate_plan",
+        "type": "object",
+        "properties": {
+            "debate_topic": {"type": "string", "minLength": 1},
+            "dist_opinion": {**_STR_LIST, "minItems": MIN_SUB_QUERIES, "maxItems": limit},
+            "sub_queries": {
+                "type": "object",
+                # Free keys (one per perspective); the 2-5 bound is checked by the parser,
+                # since not every grammar backend supports min/maxProperties.
+                "additionalProperties": {"type": "string", "minLength": 1},
+            },
         },
-    },
-    "required": ["debate_topic", "dist_opinion", "sub_queries"],
-    "additionalProperties": False,
-}
+        "required": ["debate_topic", "dist_opinion", "sub_queries"],
+        "additionalProperties": False,
+    }
+
+
+DEBATE_SCHEMA: dict[str, Any] = debate_schema()
 
 
 # --- Extracting JSON from model text ---------------------------------------------------
@@ -329,12 +340,13 @@ def parse_keywords(text: str) -> KeywordPlan:
     return KeywordPlan(_string_list(data, "keywords", 1, MAX_KEYWORDS))
 
 
-def parse_sub_queries(text: str) -> DecompositionPlan:
+def parse_sub_queries(text: str, limit: int = MAX_SUB_QUERIES) -> DecompositionPlan:
+    """2 to ``limit`` sub-queries; extra ones are cut (the first are kept)."""
     data = extract_json(text)
     if isinstance(data, dict):
         value = _get(data, "sub_queries", "subqueries", "queries", "multiple_sub_queries")
         data = value if value is not None else _only_list(data)
-    return DecompositionPlan(_string_list(data, "sub_queries", MIN_SUB_QUERIES, MAX_SUB_QUERIES))
+    return DecompositionPlan(_string_list(data, "sub_queries", MIN_SUB_QUERIES, limit))
 
 
 def parse_core_sub_questions(text: str, limit: int = MAX_SUB_QUERIES) -> DecompositionPlan:
@@ -346,7 +358,8 @@ def parse_core_sub_questions(text: str, limit: int = MAX_SUB_QUERIES) -> Decompo
     return DecompositionPlan(_string_list(data, "sub_questions", 1, limit))
 
 
-def parse_debate(text: str) -> DebatePlan:
+def parse_debate(text: str, limit: int = MAX_SUB_QUERIES) -> DebatePlan:
+    """Topic and 2 to ``limit`` perspectives with their sub-queries."""
     data = extract_json(text)
     if not isinstance(data, dict):
         raise PlanError("debate plan is not an object")
@@ -391,7 +404,7 @@ def parse_debate(text: str) -> DebatePlan:
             continue
         seen.add(q.lower())
         perspectives.append(Perspective(op, q))
-    perspectives = perspectives[:MAX_SUB_QUERIES]
+    perspectives = perspectives[:limit]
     if len(perspectives) < MIN_SUB_QUERIES:
         raise PlanError(
             f"debate plan has {len(perspectives)} usable perspectives with sub-queries, "

@@ -45,6 +45,10 @@ class SubAnswer(BaseModel):
     answer: str
     perspective: str | None = None
     citations: list[int] = Field(default_factory=list)
+    passages: list[int] = Field(default_factory=list)  # citation numbers shown to it
+    # Why it was left out of aggregation (``method.drop_uninformative``), e.g.
+    # "restates-query"; None when it was used.
+    dropped: str | None = None
 
 
 class Result(BaseModel):
@@ -65,6 +69,12 @@ class Result(BaseModel):
     passages: list[CitedPassage] = Field(default_factory=list)
     calls: list[LLMCall] = Field(default_factory=list)
     fallbacks: list[str] = Field(default_factory=list)
+    # The final answer's citation numbers that point at a shown passage (in
+    # ``passages``), and those that do not (removed from ``answer`` when
+    # ``method.strip_invalid_citations`` is set); see typed_rag.citations.
+    citations: list[int] = Field(default_factory=list)
+    invalid_citations: list[int] = Field(default_factory=list)
+    added_citations: list[int] = Field(default_factory=list)  # by ``method.post_cite``
     timings: dict[str, float] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]

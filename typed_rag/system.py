@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typed_rag.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.config import SamplingSettings, Settings
 from typed_rag.constraints import (
@@ -208,7 +209,7 @@ class TypedRAG:
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
-        yield self._finish(ctx, start)
+        yield self._finish(ctx, start, streamed=True)
 
     async def answer_many(
         self,
@@ -372,9 +373,29 @@ class TypedRAG:
         return found.question != original
 
     @staticmethod
-    def _finish(ctx: Context, start: float) -> Result:
-        ctx.result.timings["total"] = time.perf_counter() - start
-        return ctx.result
+    def _finish(ctx: Context, start: float, streamed: bool = False) -> Result:
+        """Check the answer's citations against the shown passages, then close the timings.
+
+        Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
+        typed-rag answer also loses them, and with ``method.post_cite`` its uncited
+        sentences get the passage that shares their words (not a streamed answer:
+        it is already sent).
+        """
+        result = ctx.result
+        shown = {p.citation for p in result.passages}
+        check = check_citations(result.answer, shown)
+        result.invalid_citations = check.invalid
+        opts = ctx.settings.method.options()
+        if result.mode == "typed-rag" and not streamed:
+            if check.invalid and opts.strip_invalid_citations:
+                result.answer = strip_invalid(result.answer, shown).strip()
+            if opts.post_cite:
+                result.answer, result.added_citations = attach_citations(
+                    result.answer, result.passages
+                )
+        result.citations = check_citations(result.answer, shown).valid
+        result.timings["total"] = time.perf_counter() - start
+        return result
 
 
 def _sampling(

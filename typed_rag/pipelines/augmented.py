@@ -7,7 +7,8 @@ retrieve a pool; and K passages are picked from the pooled candidates to
 cover the queries together (greedy facility location over reranker scores:
 each pick adds the most to the sum, over queries, of the best score any
 picked passage has for that query). The final prompt is plain RAG's, so the
-only change is which passages the model sees.
+only change is which passages the model sees (unless ``method.*`` options add
+guidance; ``method.core_sub_questions = "listed"`` names these sub-questions).
 
 Two engine rounds: the plan and the answer. Used for the types listed in
 ``augment.types``.
@@ -19,6 +20,7 @@ import asyncio
 from collections.abc import Sequence
 
 from typed_rag.pipelines.base import Context, Final
+from typed_rag.pipelines.grounding import guide
 from typed_rag.pipelines.plain import prepare_rag, union_by_id
 from typed_rag.plans import core_sub_question_schema, parse_core_sub_questions
 from typed_rag.prompts import core_sub_question_messages, rag_messages
@@ -76,7 +78,7 @@ async def prepare(ctx: Context) -> Final:
         ctx.fallback("retrieval: no passages for the question or its sub-questions")
     picked = await _select(ctx, queries, pool)
     cited = ctx.cite([pool[i] for i in picked], [sources[i] for i in picked])
-    return Final("answer", rag_messages(ctx.question, cited))
+    return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
 
 
 async def _select(ctx: Context, queries: Sequence[str], pool: list[Passage]) -> list[int]:

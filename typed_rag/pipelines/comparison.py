@@ -7,6 +7,7 @@ or superiority); the final prompt is told both the kind and the items.
 from __future__ import annotations
 
 from typed_rag.pipelines.base import Context, Final
+from typed_rag.pipelines.grounding import guide
 from typed_rag.pipelines.plain import prepare_rag, union_by_id
 from typed_rag.plans import COMPARISON_SCHEMA, parse_comparison
 from typed_rag.prompts import comparison_messages, comparison_plan_messages
@@ -36,4 +37,4 @@ async def prepare(ctx: Context) -> Final:
     ranked = await ctx.rerank(ctx.question, pool, ctx.top_k)
     cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
     messages = comparison_messages(ctx.question, plan.compare_type, plan.keywords, cited)
-    return Final("answer", messages)
+    return Final("answer", await guide(ctx, messages))

@@ -70,12 +70,15 @@ async def answer_sub_queries(
     c = ctx.constraints
     leave_out = Constraints(c.question, [], c.exclude) if c else None
     requests = []
+    shown_to: list[list[int]] = []
     for query, hits in zip(queries, hit_lists, strict=True):
         if not hits:
             ctx.fallback(
                 f"retrieval: no passages for sub-query {query!r} -> answered without passages"
             )
-        messages = with_instructions(rag_messages(query, ctx.cite(hits, query)), leave_out)
+        cited = ctx.cite(hits, query)
+        shown_to.append([p.citation for p in cited])
+        messages = with_instructions(rag_messages(query, cited), leave_out)
         requests.append(ctx.request(messages, step=step))
     shown = {p.citation for p in ctx.result.passages}
 
@@ -85,6 +88,7 @@ async def answer_sub_queries(
             answer=res.text.strip(),
             perspective=perspectives[i] if perspectives else None,
             citations=[n for n in cited_numbers(res.text) if n in shown],
+            passages=shown_to[i],
         )
 
     def announce(i: int, res: ChatResult) -> None:

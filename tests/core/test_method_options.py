@@ -1,0 +1,456 @@
+"""The method options of issue 15 (``method.*``), each on the scripted fake engine.
+
+Every test reads what the engine was sent (the prompts) and what the trace
+recorded, with the option on and, where it matters, off.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from tests.core.conftest import EmptyRetriever
+from typed_rag.config import load_settings
+from typed_rag.engines.base import ChatRequest
+from typed_rag.engines.fake import scripted_responder
+from typed_rag.prompts import (
+    AGGREGATOR_SYSTEM,
+    ANSWER_SHAPES,
+    ANSWER_SYSTEM,
+    CORE_DEFINITION,
+    MEDIATOR_SYSTEM,
+    STRICT_CITE_RULE,
+)
+from typed_rag.types import QuestionType as T
+
+Q = "Why do leaves change color in autumn?"
+SUBS = ["chlorophyll breakdown in autumn leaves", "carotenoids anthocyanins leaf color"]
+PLAN = json.dumps({"sub_queries": SUBS})
+DEBATE = json.dumps(
+    {
+        "debate_topic": "nuclear power",
+        "dist_opinion": ["pro", "contra"],
+        "sub_queries": {"pro": "nuclear power low carbon", "contra": "nuclear waste accident risk"},
+    }
+)
+GUIDE = "### How to write the answer"
+
+
+def user_text(req: ChatRequest) -> str:
+    return req.messages[-1]["content"]
+
+
+def final_request(engine) -> ChatRequest:
+    return engine.batches[-1][0]
+
+
+def set_method(settings, **values) -> None:
+    for key, value in values.items():
+        setattr(settings.method, key, value)
+
+
+def sub_answer_by_query(answers: dict[str, str], default: str = "Final answer [1].") -> object:
+    """An answer responder that picks a reply by the sub-query in the prompt."""
+
+    def answer(req: ChatRequest) -> str:
+        text = user_text(req)
+        if "### Question\n" in text:
+            asked = text.split("### Question\n", 1)[1].split("\n", 1)[0]
+            if asked in answers:
+                return answers[asked]
+        return default
+
+    return answer
+
+
+# --- settings ------------------------------------------------------------------------
+
+
+def test_defaults_are_the_paper_and_profile_fills_only_unset_options(settings) -> None:
+    paper = settings.method.options()
+    assert not paper.grounded_aggregation and not paper.answer_shapes
+    assert paper.max_sub_queries == 5 and paper.experience_retrieval == "question"
+
+    improved = load_settings(None, **{"method.profile": "improved"}).method.options()
+    assert improved.grounded_aggregation and improved.drop_uninformative
+    assert improved.answer_shapes and improved.require_citations
+    assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
+
+    # An explicit value wins over the profile, whichever order they come in (--set strings).
+    mixed = load_settings(
+        None, **{"method.answer_shapes": "false", "method.profile": "improved"}
+    ).method.options()
+    assert mixed.answer_shapes is False and mixed.grounded_aggregation is True
+
+
+def test_bad_method_values_are_rejected_by_name() -> None:
+    with pytest.raises(ValidationError, match="max_sub_queries"):
+        load_settings(None, **{"method.max_sub_queries": "9"})
+    with pytest.raises(ValidationError, match="profile"):
+        load_settings(None, **{"method.profile": "best"})
+    with pytest.raises(ValidationError, match="experience_retrieval"):
+        load_settings(None, **{"method.experience_retrieval": "titles"})
+
+
+# --- 1. grounded aggregation -----------------------------------------------------------
+
+
+async def test_paper_aggregator_sees_no_passages_and_no_guidance(make_rag) -> None:
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    await rag.answer(Q, force_type=T.REASON)
+    agg = final_request(engine)
+    assert agg.messages[0]["content"] == AGGREGATOR_SYSTEM
+    assert "### References" not in user_text(agg) and GUIDE not in user_text(agg)
+
+
+async def test_grounded_aggregator_sees_best_passages_with_global_numbers(
+    make_rag, settings, reranker
+) -> None:
+    set_method(settings, grounded_aggregation=True, aggregation_passages=3)
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    text = user_text(final_request(engine))
+    assert final_request(engine).messages[0]["content"] == AGGREGATOR_SYSTEM
+    refs = text.split("### References\n", 1)[1].split("### Question-answer pairs", 1)[0]
+    shown = [p for p in result.passages if f"[{p.citation}] {p.title}\n{p.text}" in refs]
+    assert len(shown) == 3  # aggregation_passages, out of the sub-answers' pool
+    assert len(result.passages) > 3
+    # Numbered as in the sub-answers' prompts, and picked against the original question.
+    assert reranker.queries[-1] == Q
+    assert {p.title for p in shown} >= {"Autumn leaf color"}
+    assert "leave out every claim that no reference supports" in text
+    for sub in result.sub_answers:  # the pairs are still there
+        assert f"Question {SUBS.index(sub.query) + 1}: {sub.query}" in text
+        assert sub.passages and set(sub.passages) <= {p.citation for p in result.passages}
+
+
+async def test_grounded_mediator_sees_passages(make_rag, settings) -> None:
+    set_method(settings, grounded_aggregation=True)
+    rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE}))
+    result = await rag.answer("Should countries build nuclear power plants?", force_type=T.DEBATE)
+    med = final_request(engine)
+    assert med.messages[0]["content"] == MEDIATOR_SYSTEM
+    assert "### References\n[" in user_text(med) and "(perspective: contra)" in user_text(med)
+    assert any(p.title.startswith("Nuclear power") for p in result.passages)
+
+
+# --- 2. uninformative sub-answers ------------------------------------------------------
+
+
+async def test_uninformative_sub_answers_are_dropped_and_traced(make_rag, settings) -> None:
+    set_method(settings, drop_uninformative=True)
+    replies = {
+        SUBS[0]: "Chlorophyll breaks down as days shorten, revealing yellow pigments [1].",
+        SUBS[1]: "The references do not mention carotenoids.",
+    }
+    rag, engine = make_rag(
+        scripted_responder({"sub_query_plan": PLAN}, answer=sub_answer_by_query(replies))
+    )
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert [s.dropped for s in result.sub_answers] == [None, "no-information"]
+    agg = user_text(final_request(engine))
+    assert replies[SUBS[0]] in agg and replies[SUBS[1]] not in agg and SUBS[1] not in agg
+    assert result.fallbacks == [] and result.calls[-1].step == "aggregate"
+
+
+async def test_paper_default_keeps_uninformative_sub_answers(make_rag) -> None:
+    replies = {SUBS[1]: "The references do not mention carotenoids."}
+    rag, engine = make_rag(
+        scripted_responder({"sub_query_plan": PLAN}, answer=sub_answer_by_query(replies))
+    )
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert replies[SUBS[1]] in user_text(final_request(engine))
+    assert all(s.dropped is None for s in result.sub_answers)
+
+
+async def test_all_sub_answers_empty_answers_like_rag_over_the_pool(make_rag, settings) -> None:
+    set_method(settings, drop_uninformative=True)
+    replies = {SUBS[0]: "", SUBS[1]: "Carotenoids anthocyanins leaf color\n\nReferences:\n[3]"}
+    rag, engine = make_rag(
+        scripted_responder({"sub_query_plan": PLAN}, answer=sub_answer_by_query(replies))
+    )
+    result = await rag.answer(Q, force_type=T.REASON, top_k=2)
+    assert [s.dropped for s in result.sub_answers] == ["empty", "restates-query"]
+    final = final_request(engine)
+    assert final.messages[0]["content"] == ANSWER_SYSTEM
+    text = user_text(final)
+    assert f"### Question\n{Q}\n" in text and "### References\n[" in text
+    assert text.count("\n[") == 2  # top_k of the pooled passages, global numbers
+    assert result.calls[-1].step == "answer"
+    assert result.fallbacks == [
+        "aggregate: every sub-answer carried no information -> rag over the pooled passages"
+    ]
+
+
+async def test_debate_drops_a_perspective_that_restates_its_query(make_rag, settings) -> None:
+    set_method(settings, drop_uninformative=True)
+    replies = {
+        "nuclear power low carbon": "Nuclear power low carbon\n\nReferences:\n[6]",
+        "nuclear waste accident risk": "Opponents cite waste storage and accident risk [2].",
+    }
+    rag, engine = make_rag(
+        scripted_responder({"debate_plan": DEBATE}, answer=sub_answer_by_query(replies))
+    )
+    result = await rag.answer("Should countries build nuclear power plants?", force_type=T.DEBATE)
+    assert [s.dropped for s in result.sub_answers] == ["restates-query", None]
+    med = user_text(final_request(engine))
+    assert "(perspective: pro)" not in med and "(perspective: contra)" in med
+
+
+# --- 3. answer shapes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "qtype,title,plan",
+    [
+        (T.INSTRUCTION, "sub_query_plan", PLAN),
+        (T.REASON, "sub_query_plan", PLAN),
+        (T.DEBATE, "debate_plan", DEBATE),
+        (T.COMPARISON, None, None),
+        (T.EXPERIENCE, None, None),
+    ],
+)
+async def test_answer_shape_per_type_reaches_the_final_prompt(
+    make_rag, settings, qtype, title, plan
+) -> None:
+    set_method(settings, answer_shapes=True)
+    rag, engine = make_rag(scripted_responder({title: plan} if title else None))
+    result = await rag.answer(Q, force_type=qtype)
+    text = user_text(final_request(engine))
+    section = text.split(GUIDE, 1)[1]
+    assert ANSWER_SHAPES[qtype.value] in section and section.rstrip().endswith("### Answer")
+    # The shape is for the final answer only: sub-answer and plan prompts have none.
+    assert all(GUIDE not in user_text(r) for b in engine.batches[:-1] for r in b)
+    assert result.fallbacks == []
+
+
+async def test_plain_types_get_no_shape(make_rag, settings) -> None:
+    set_method(settings, answer_shapes=True)
+    rag, engine = make_rag()
+    await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert GUIDE not in user_text(final_request(engine))
+
+
+# --- 4. experience retrieval -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "by,queries",
+    [
+        ("question", ["What is it like to travel Europe cheaply?"]),
+        ("keywords", ["backpacking hostels"]),
+        ("both", ["What is it like to travel Europe cheaply?", "backpacking hostels"]),
+    ],
+)
+async def test_experience_retrieves_with_question_keywords_or_both(
+    make_rag, settings, retriever, reranker, by, queries
+) -> None:
+    set_method(settings, experience_retrieval=by)
+    plan = json.dumps({"keywords": ["backpacking", "hostels"]})
+    rag, _ = make_rag(scripted_responder({"keyword_plan": plan}))
+    result = await rag.answer(
+        "What is it like to travel Europe cheaply?", top_k=2, force_type=T.EXPERIENCE
+    )
+    assert retriever.searches == [(queries, settings.retrieval.experience_pool)]
+    assert reranker.queries == ["backpacking hostels"]
+    assert result.passages[0].id == "p12"
+    assert result.passages[0].query in queries
+
+
+# --- 5. core sub-questions -----------------------------------------------------------
+
+
+async def test_core_definition_adds_guidance_without_a_call(make_rag, settings) -> None:
+    set_method(settings, core_sub_questions="definition")
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert CORE_DEFINITION in user_text(final_request(engine)).split(GUIDE, 1)[1]
+    assert result.rounds == 3
+
+
+async def test_core_listed_asks_once_and_names_them(make_rag, settings) -> None:
+    set_method(settings, core_sub_questions="listed")
+    core = ["why does chlorophyll break down", "which pigments give autumn colors"]
+    plans = {"sub_query_plan": PLAN, "core_sub_questions": json.dumps({"sub_questions": core})}
+    rag, engine = make_rag(scripted_responder(plans))
+    result = await rag.answer(Q, force_type=T.REASON)
+    titles = [b[0].json_schema["title"] for b in engine.batches if b[0].json_schema]
+    assert titles == ["sub_query_plan", "core_sub_questions"]
+    guide = user_text(final_request(engine)).split(GUIDE, 1)[1]
+    assert f"1. {core[0]}" in guide and f"2. {core[1]}" in guide
+    assert result.plan["core_sub_questions"] == core and result.rounds == 4
+    assert [c.step for c in result.calls].count("core-plan") == 1
+
+
+async def test_core_listed_reuses_augmentation_and_falls_back_to_definition(
+    make_rag, settings
+) -> None:
+    set_method(settings, core_sub_questions="listed")
+    settings.augment.types = ["EVIDENCE-BASED"]
+    rag, engine = make_rag()
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.plan["augmented"] is True and result.rounds == 2  # no second core plan
+    assert "1. what happens to chlorophyll in autumn" in user_text(final_request(engine))
+
+    settings.augment.types = []
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN, "core_sub_questions": "[]"}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert CORE_DEFINITION in user_text(final_request(engine))
+    assert result.fallbacks[-1].startswith("core sub-questions: unparseable after 3 attempts")
+
+
+# --- 6. citations --------------------------------------------------------------------
+
+
+async def test_citations_are_checked_in_every_mode_and_stripped_only_when_set(
+    make_rag, settings
+) -> None:
+    rag, _ = make_rag(scripted_responder(answer="Leaves turn [1, 42]. Pigments [2]."))
+    result = await rag.answer(Q, mode="rag")
+    assert result.citations == [1, 2] and result.invalid_citations == [42]
+    assert result.answer == "Leaves turn [1, 42]. Pigments [2]."  # flagged, not changed
+
+    set_method(settings, strip_invalid_citations=True)
+    result = await rag.answer(Q, mode="rag")  # the rag baseline is never changed
+    assert "[1, 42]" in result.answer
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.answer == "Leaves turn [1]. Pigments [2]." and result.invalid_citations == [42]
+
+    events = [e async for e in rag.answer_stream(Q, force_type=T.EVIDENCE_BASED)]
+    streamed = "".join(e for e in events if isinstance(e, str))
+    assert events[-1].answer == streamed and "[1, 42]" in streamed  # already sent: flagged only
+    assert events[-1].invalid_citations == [42]
+
+
+async def test_require_citations_puts_the_rule_in_final_prompts_with_passages(
+    make_rag, settings
+) -> None:
+    set_method(settings, require_citations=True)
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    await rag.answer(Q, force_type=T.REASON)
+    assert STRICT_CITE_RULE in user_text(final_request(engine))
+    assert all(STRICT_CITE_RULE not in user_text(r) for r in engine.batches[1])
+
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}), retriever=EmptyRetriever())
+    await rag.answer(Q, force_type=T.REASON)
+    assert STRICT_CITE_RULE not in user_text(final_request(engine))  # nothing to cite
+
+
+# --- 7. sub-query count and phrasing --------------------------------------------------------
+
+
+async def test_max_sub_queries_caps_plan_schema_prompt_and_sub_answers(make_rag, settings) -> None:
+    set_method(settings, max_sub_queries=3)
+    five = json.dumps({"sub_queries": [f"{w} leaves autumn" for w in "abcde"]})
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": five}))
+    result = await rag.answer(Q, force_type=T.INSTRUCTION)
+    plan_req = engine.batches[0][0]
+    assert plan_req.json_schema["properties"]["sub_queries"]["maxItems"] == 3
+    assert "between 2 and 3" in user_text(plan_req)
+    assert len(result.sub_answers) == 3 and len(engine.batches[1]) == 3
+
+    three = {
+        "debate_topic": "t",
+        "dist_opinion": ["a", "b", "c", "d"],
+        "sub_queries": {k: f"nuclear {k} view" for k in "abcd"},
+    }
+    rag, engine = make_rag(scripted_responder({"debate_plan": json.dumps(three)}))
+    result = await rag.answer(Q, force_type=T.DEBATE)
+    assert "2 to 3 distinct perspectives" in user_text(engine.batches[0][0])
+    assert [s.perspective for s in result.sub_answers] == ["a", "b", "c"]
+
+
+async def test_paraphrase_style_rewords_the_whole_question(make_rag, settings) -> None:
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    await rag.answer(Q, force_type=T.REASON)
+    assert "single aspect" in user_text(engine.batches[0][0])
+
+    set_method(settings, sub_query_style="paraphrase")
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    await rag.answer(Q, force_type=T.REASON)
+    plan_text = user_text(engine.batches[0][0])
+    assert "whole meaning" in plan_text and "single aspect" not in plan_text
+
+
+# --- the profile ----------------------------------------------------------------------------
+
+
+async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) -> None:
+    settings.method.profile = "improved"
+    named = [f"why do leaves change color: {w}" for w in ("chlorophyll", "pigments", "x", "y")]
+    replies = {named[1]: "No information about pigments is given."}
+    done = "Leaves lose chlorophyll and show other pigments [1] [77]."
+    rag, engine = make_rag(
+        scripted_responder(
+            {"sub_query_plan": json.dumps({"sub_queries": named})},
+            answer=sub_answer_by_query(replies, done),
+        )
+    )
+    result = await rag.answer(Q, force_type=T.INSTRUCTION)
+    text = user_text(final_request(engine))
+    assert len(result.sub_answers) == 3 and result.sub_answers[1].dropped == "no-information"
+    assert "### References\n[" in text and ANSWER_SHAPES["INSTRUCTION"] in text
+    assert CORE_DEFINITION in text and STRICT_CITE_RULE in text
+    assert result.answer == done.replace(" [77]", "") and result.invalid_citations == [77]
+    assert result.citations == [1] and result.added_citations == []
+
+
+async def test_vague_sub_queries_are_anchored_to_the_question(make_rag, settings) -> None:
+    vague = ["what was it about", "leaves color autumn chlorophyll"]
+    plan = json.dumps({"sub_queries": vague})
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": plan}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    assert [s.query for s in result.sub_answers] == vague  # off by default
+
+    set_method(settings, anchor_sub_queries=True)
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": plan}))
+    result = await rag.answer(Q, force_type=T.REASON)
+    anchored = f"what was it about (context: {Q})"
+    assert [s.query for s in result.sub_answers] == [anchored, vague[1]]
+    assert result.plan["anchored"] == [vague[0]] and result.plan["sub_queries"] == vague
+    assert f"### Question\n{anchored}\n" in user_text(engine.batches[1][0])
+
+
+async def test_post_cite_attaches_the_passage_sharing_a_sentences_words(make_rag, settings) -> None:
+    answer = (
+        "Leaves change color because chlorophyll breaks down in autumn.\n"
+        "Carotenoids and anthocyanins become visible [1].\nNature is lovely."
+    )
+    rag, _ = make_rag(scripted_responder(answer=answer))
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.answer == answer and result.added_citations == []  # off by default
+
+    set_method(settings, post_cite=True)
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    leaf = next(p.citation for p in result.passages if p.title == "Autumn leaf color")
+    first = result.answer.split("\n")[0]
+    assert first == f"Leaves change color because chlorophyll breaks down in autumn [{leaf}]."
+    assert result.answer.split("\n")[1:] == answer.split("\n")[1:]  # cited / no match: kept
+    assert result.added_citations == [leaf] and leaf in result.citations
+
+    result = await rag.answer(Q, mode="rag")  # never in the baselines
+    assert result.answer == answer
+
+
+def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:
+    import io
+
+    from typed_rag.commands import print_result
+    from typed_rag.result import Result, SubAnswer
+
+    result = Result(
+        question=Q,
+        mode="typed-rag",
+        answer="Leaves turn [1].",
+        plan={"core_sub_questions": ["why does chlorophyll fade"]},
+        sub_answers=[SubAnswer(query="leaf pigments", answer="", dropped="empty")],
+        invalid_citations=[7],
+    )
+    out = io.StringIO()
+    print_result(result, out)
+    text = out.getvalue()
+    assert "left out: sub-answer to 'leaf pigments' (empty)\n" in text
+    assert "citations: [7] point at no shown passage\n" in text
+    assert "core sub-questions (for the answer to cover):\n  1. why does chlorophyll fade" in text

@@ -1,0 +1,177 @@
+"""The pure helpers of issue 15: uninformative sub-answers and citation checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from typed_rag.citations import (
+    attach_citations,
+    check_citations,
+    citation_share,
+    cited_sentences,
+    strip_invalid,
+)
+from typed_rag.prompts import cited_numbers
+from typed_rag.result import CitedPassage, Result
+from typed_rag.subanswers import anchor, body, uninformative
+
+
+@pytest.mark.parametrize(
+    "query,answer,reason",
+    [
+        ("benefits of coffee", "", "empty"),
+        ("benefits of coffee", "  \n ", "empty"),
+        # The issue's DEBATE perspective: the query restated, then a references list.
+        (
+            "coffee gives an energy boost",
+            "Energy boost from coffee\n\nReferences:\n[6]",
+            "restates-query",
+        ),
+        ("why do cats purr", "References:\n[6]\n[7]", "references-only"),
+        ("why do cats purr", "[1][2]", "references-only"),
+        ("why do cats purr", "**Sources:** [3]", "references-only"),
+        ("why do cats purr", "Cats purr [2].", "restates-query"),
+        ("benefits of nuclear power", "The benefits of nuclear power.", "restates-query"),
+        (
+            "why do cats purr",
+            "The provided passages do not contain information about why cats purr.",
+            "no-information",
+        ),
+        ("why do cats purr", "I cannot answer this from the references.", "no-information"),
+        (
+            "why do cats purr",
+            "I cannot answer this based on the references. They discuss dogs only.",
+            "no-information",
+        ),
+        (
+            "why do cats purr",
+            "There is no relevant information in the passages [1].",
+            "no-information",
+        ),
+    ],
+)
+def test_uninformative_names_the_reason(query: str, answer: str, reason: str) -> None:
+    assert uninformative(query, answer) == reason
+
+
+@pytest.mark.parametrize(
+    "query,answer",
+    [
+        (
+            "why do cats purr",
+            "Cats purr by vibrating the muscles of the larynx, which signals contentment [1].",
+        ),
+        # A disclaimer beside real content keeps the answer.
+        (
+            "what is chlorophyll",
+            "Chlorophyll is the green pigment used in photosynthesis [2]. "
+            "The passages do not mention its colour in autumn.",
+        ),
+        # "unknown" as content is information.
+        (
+            "why did Rome fall",
+            "Historians cite economic decline and invasions; the exact cause is unknown [3].",
+        ),
+        (
+            "how to bake bread",
+            "1. Mix flour and water.\n2. Knead.\n3. Bake hot.\n\nReferences:\n[7]",
+        ),
+    ],
+)
+def test_informative_answers_are_kept(query: str, answer: str) -> None:
+    assert uninformative(query, answer) is None
+
+
+def test_body_cuts_only_a_trailing_references_block() -> None:
+    assert (
+        body("Tea has less caffeine [6].\n\nReferences:\n[6] Tea") == "Tea has less caffeine [6]."
+    )
+    assert body("Sources of caffeine include tea.") == "Sources of caffeine include tea."
+
+
+def test_cited_numbers_reads_lists_small_models_write() -> None:
+    assert cited_numbers("a [2, 3] b [3;1] c [4][2] d [x] e [1000]") == [2, 3, 1, 4]
+
+
+def test_check_and_strip_invalid_citations() -> None:
+    answer = "Tea has less caffeine [2, 9]. Coffee wakes you up [9]. Both are drinks [1][7]."
+    check = check_citations(answer, {1, 2, 3})
+    assert check.valid == [2, 1] and check.invalid == [9, 7]
+    assert strip_invalid(answer, {1, 2, 3}) == (
+        "Tea has less caffeine [2]. Coffee wakes you up. Both are drinks [1]."
+    )
+    assert strip_invalid("No citations here.", {1}) == "No citations here."
+
+
+def test_cited_sentences_attach_trailing_citations() -> None:
+    answer = "Tea has less caffeine [2]. Coffee is roasted. [5]\n1. Brew it [1, 3].\nDone."
+    assert cited_sentences(answer) == [
+        ("Tea has less caffeine [2].", [2]),
+        ("Coffee is roasted. [5]", [5]),
+        ("1. Brew it [1, 3].", [1, 3]),
+    ]
+
+
+def _result(answer: str, shown: list[int], check: bool) -> Result:
+    r = Result(question="q", mode="typed-rag", answer=answer)
+    r.passages = [
+        CitedPassage(citation=n, id=f"p{n}", title="t", text="x", score=1.0) for n in shown
+    ]
+    if check:
+        c = check_citations(answer, set(shown))
+        r.citations, r.invalid_citations = c.valid, c.invalid
+    return r
+
+
+def test_citation_share_counts_answers_citing_a_shown_passage() -> None:
+    rows = [
+        _result("Cited [1].", [1, 2], check=True),
+        _result("Wrong number [5].", [1, 2], check=True),
+        _result("No citation.", [1], check=True),
+        _result("Old trace without the fields [2].", [1, 2], check=False),
+    ]
+    assert citation_share(rows) == pytest.approx(0.5)
+    # answers.jsonl stores the trace as a dict; an old dict has no "citations" key.
+    dicts = [r.model_dump(mode="json") for r in rows]
+    del dicts[3]["citations"], dicts[3]["invalid_citations"]
+    assert citation_share(dicts) == pytest.approx(0.5)
+    assert citation_share([]) is None
+
+
+def test_anchor_attaches_the_question_to_vague_sub_queries() -> None:
+    q = "Why did the Radicals and Tories oppose the bill about the constitution of Jamaica?"
+    assert anchor(q, "why did the radicals and Tories oppose the bill?") == (
+        "why did the radicals and Tories oppose the bill?"
+    )
+    assert anchor(q, "what was the bill about?") == f"what was the bill about? (context: {q})"
+    assert anchor("Why?", "anything at all") == "anything at all"  # nothing to share
+
+
+def test_attach_citations_keeps_layout_and_skips_weak_matches() -> None:
+    passages = [
+        CitedPassage(
+            citation=4,
+            id="b",
+            title="Bread",
+            score=1.0,
+            text=("To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise."),
+        ),
+        CitedPassage(
+            citation=2,
+            id="t",
+            title="Tea",
+            score=1.0,
+            text=("Tea is an aromatic drink; it contains less caffeine than coffee."),
+        ),
+    ]
+    answer = (
+        "Steps:\n1. Mix flour, water, salt and yeast.\n2. Knead the dough [9].\n"
+        "3. Enjoy it with friends.\nTea contains less caffeine than coffee! It is aromatic"
+    )
+    text, added = attach_citations(answer, passages)
+    assert text == (
+        "Steps:\n1. Mix flour, water, salt and yeast [4].\n2. Knead the dough [9].\n"
+        "3. Enjoy it with friends.\nTea contains less caffeine than coffee [2]! It is aromatic"
+    )
+    assert added == [4, 2]
+    assert attach_citations(answer, []) == (answer, [])

@@ -1,0 +1,130 @@
+"""Citations that hold: which ``[n]`` of an answer point at a shown passage, and their share.
+
+Every passage a question's run showed the model has one global number
+(``Result.passages[*].citation``). A number outside that set is a citation a
+user cannot check; :func:`check_citations` separates valid from invalid ones,
+:func:`strip_invalid` removes the invalid ones from the text, and
+:func:`citation_share` (judge-free) is the share of answers that cite at least
+one shown passage, for the evaluation report. :func:`cited_sentences` splits an
+answer into sentences with their citations, the unit a support judge checks.
+:func:`attach_citations` cites, after the fact, the shown passage that shares
+most words with a sentence the model left uncited (ALCE's "post-hoc cite").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from typed_rag.prompts import CITATION_GROUP, Numbered, cited_numbers
+from typed_rag.subanswers import content_words, stem
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    """The distinct citation numbers of an answer, in order of first use."""
+
+    valid: list[int]
+    invalid: list[int]
+
+
+def check_citations(answer: str, shown: Collection[int]) -> CitationCheck:
+    """Split the numbers ``answer`` cites into those in ``shown`` and the others."""
+    numbers = cited_numbers(answer)
+    return CitationCheck(
+        valid=[n for n in numbers if n in shown], invalid=[n for n in numbers if n not in shown]
+    )
+
+
+def strip_invalid(answer: str, shown: Collection[int]) -> str:
+    """``answer`` without citation numbers outside ``shown`` (``[2, 9]`` -> ``[2]``)."""
+
+    def keep(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in re.findall(r"\d+", match.group(2))]
+        valid = [n for n in numbers if n in shown]
+        return f"{match.group(1)}[{', '.join(str(n) for n in valid)}]" if valid else ""
+
+    return _SPACED_GROUP.sub(keep, answer)
+
+
+_SPACED_GROUP = re.compile(r"([ \t]*)" + CITATION_GROUP.pattern)
+
+
+_ONLY_CITATIONS = re.compile(r"(\[[\d,; ]+\]\s*)+[.!?]?")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[-])")
+_LIST_MARKER = re.compile(r"(?:\d{1,2}[.)]|[-*•])")
+
+
+def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
+    """The answer's sentences (or list items) that cite something, with their numbers.
+
+    A citation written just after the full stop (``... rises. [2]``) belongs to
+    the sentence before it; a list marker (``1.``) to the sentence after it.
+    """
+    merged: list[str] = []
+    for line in answer.splitlines():
+        pieces = [p.strip() for p in _SENTENCE.split(line) if p and p.strip()]
+        marker = ""
+        for piece in pieces:
+            if _LIST_MARKER.fullmatch(piece):
+                marker += piece + " "
+            elif merged and not marker and _ONLY_CITATIONS.fullmatch(piece):
+                merged[-1] += " " + piece
+            else:
+                merged.append(marker + piece)
+                marker = ""
+    return [(s, nums) for s in merged if (nums := cited_numbers(s))]
+
+
+# A sentence gets a post-hoc citation when a passage shares at least this many of its
+# content words, and at least this share of them.
+POST_CITE_MIN_WORDS = 3
+POST_CITE_MIN_SHARE = 0.3
+_SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
+_TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
+
+
+def attach_citations(answer: str, passages: Sequence[Numbered]) -> tuple[str, list[int]]:
+    """``answer`` with a ``[n]`` after each uncited sentence that a shown passage supports
+    lexically; also returns the numbers added, in order. Layout is kept as written."""
+    bags = [(p.citation, {stem(w) for w in content_words(f"{p.title} {p.text}")}) for p in passages]
+    added: list[int] = []
+    out_lines: list[str] = []
+    for line in answer.split("\n"):
+        pieces = _SPLIT_KEEP.split(line)
+        for i in range(0, len(pieces), 2):  # odd indices are the kept separators
+            sentence = pieces[i]
+            words = {stem(w) for w in content_words(sentence)}
+            if cited_numbers(sentence) or len(words) < POST_CITE_MIN_WORDS or not bags:
+                continue
+            number, overlap = max(((n, len(words & bag)) for n, bag in bags), key=lambda x: x[1])
+            if overlap < POST_CITE_MIN_WORDS or overlap < POST_CITE_MIN_SHARE * len(words):
+                continue
+            m = _TRAILING_PUNCT.search(sentence)
+            assert m is not None  # the pattern matches the empty end of any string
+            pieces[i] = f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
+            added.append(number)
+        out_lines.append("".join(pieces))
+    return "\n".join(out_lines), added
+
+
+def _valid_citations(result: Any) -> list[int]:
+    """The citations of a Result (or its JSON dict) that point at one of its passages.
+
+    Computed from the answer and passages, so traces written before
+    ``Result.citations`` existed count the same way.
+    """
+    data: Mapping[str, Any] = result.model_dump() if hasattr(result, "model_dump") else result
+    shown = {int(p["citation"]) for p in data.get("passages") or []}
+    return check_citations(str(data.get("answer") or ""), shown).valid
+
+
+def citation_share(results: Iterable[Any]) -> float | None:
+    """Share of answers citing at least one shown passage (None for no answers).
+
+    Takes Results or their JSON dicts (``answers.jsonl``'s ``result``); judge-free.
+    """
+    flags = [bool(_valid_citations(r)) for r in results if r is not None]
+    return sum(flags) / len(flags) if flags else None

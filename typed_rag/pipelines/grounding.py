@@ -1,0 +1,151 @@
+"""Steps the typed pipelines share to ground and shape their final answer (issue 15).
+
+With the default small generator, decomposition lost to plain RAG: sub-answers
+that quote an irrelevant passage, or say nothing, reached the aggregator as
+facts it could not check, and final answers had no shape and few citations.
+Each step here is behind its own ``method.*`` setting (see
+:class:`~typed_rag.config.MethodSettings`); with all of them off the pipelines
+build the paper's prompts unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from typed_rag.config import MethodOptions
+from typed_rag.pipelines.base import Context, Final
+from typed_rag.plans import core_sub_question_schema, parse_core_sub_questions
+from typed_rag.prompts import (
+    ANSWER_SHAPES,
+    CORE_DEFINITION,
+    STRICT_CITE_RULE,
+    Messages,
+    aggregation_messages,
+    core_list_guidance,
+    core_sub_question_messages,
+    mediator_messages,
+    rag_messages,
+    with_guidance,
+)
+from typed_rag.result import CitedPassage, SubAnswer
+from typed_rag.retrieval import Passage
+from typed_rag.subanswers import anchor, uninformative
+
+
+def options(ctx: Context) -> MethodOptions:
+    return ctx.settings.method.options()
+
+
+async def guide(ctx: Context, messages: Messages) -> Messages:
+    """The final prompt with its answer shape, core sub-questions and citation rule, as set."""
+    opts = options(ctx)
+    lines: list[str] = []
+    shape = ANSWER_SHAPES.get(ctx.result.type or "")
+    if opts.answer_shapes and shape:
+        lines.append(shape)
+    if opts.core_sub_questions == "definition":
+        lines.append(CORE_DEFINITION)
+    elif opts.core_sub_questions == "listed":
+        core = await core_sub_questions(ctx)
+        lines.append(core_list_guidance(core) if core else CORE_DEFINITION)
+    if opts.require_citations and ctx.result.passages:
+        lines.append(STRICT_CITE_RULE)
+    return with_guidance(messages, lines)
+
+
+async def core_sub_questions(ctx: Context) -> list[str]:
+    """The question's core sub-questions (Xie et al.'s M2): the augmented pipeline's when it
+    made them, else one plan call. Empty, with a recorded fallback, when it never parses."""
+    known = ctx.result.plan.get("core_sub_questions")
+    if known:
+        return list(known)
+    limit = max(1, ctx.settings.augment.max_sub_questions)
+    trace: dict[str, object] = {}
+    plan = await ctx.plan(
+        "core-plan",
+        core_sub_question_messages(ctx.question, limit),
+        core_sub_question_schema(limit),
+        lambda text: parse_core_sub_questions(text, limit),
+        trace=trace,
+    )
+    if plan is None:
+        ctx.fallback(
+            f"core sub-questions: unparseable after {trace.get('attempts')} attempts "
+            "-> the answer is told their definition only"
+        )
+        return []
+    subs = ctx.enforce("core_sub_questions", plan.sub_queries)
+    ctx.result.plan["core_sub_questions"] = subs
+    return subs
+
+
+def anchor_queries(ctx: Context, queries: list[str]) -> list[str]:
+    """Vague sub-queries with the question attached (``method.anchor_sub_queries``);
+    the plan trace's ``anchored`` lists the ones changed."""
+    if not options(ctx).anchor_sub_queries:
+        return queries
+    out = [anchor(ctx.question, q) for q in queries]
+    changed = [q for q, a in zip(queries, out, strict=True) if a != q]
+    if changed:
+        ctx.result.plan["anchored"] = changed
+    return out
+
+
+def keep_informative(subs: Sequence[SubAnswer]) -> list[SubAnswer]:
+    """The sub-answers that say something; the others get ``dropped`` set to the reason."""
+    kept: list[SubAnswer] = []
+    for sub in subs:
+        sub.dropped = uninformative(sub.query, sub.answer)
+        if sub.dropped is None:
+            kept.append(sub)
+    return kept
+
+
+async def best_passages(ctx: Context, subs: Sequence[SubAnswer], n: int) -> list[CitedPassage]:
+    """The ``n`` passages shown to ``subs`` that best fit the question, with their numbers.
+
+    The sub-answers' lists are merged round-robin (each sub-query's best first);
+    with a reranker, that pool is reranked against the original question.
+    """
+    by_number = {p.citation: p for p in ctx.result.passages}
+    lists = [[by_number[c] for c in s.passages if c in by_number] for s in subs]
+    pool: list[CitedPassage] = []
+    seen: set[int] = set()
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for ranked in lists:
+            if rank < len(ranked) and ranked[rank].citation not in seen:
+                seen.add(ranked[rank].citation)
+                pool.append(ranked[rank])
+    if ctx.reranker is None or len(pool) <= 1:
+        return pool[:n]
+    plain = [Passage(p.id, p.title, p.text, p.score) for p in pool]
+    by_id = {p.id: p for p in pool}
+    return [by_id[p.id] for p in await ctx.rerank(ctx.question, plain, n)]
+
+
+async def combine(
+    ctx: Context, subs: list[SubAnswer], kind: str, topic: str = "", what: str = "sub-answer"
+) -> Final:
+    """The aggregator's (``kind="aggregate"``) or mediator's (``"mediate"``) final generation.
+
+    ``method.drop_uninformative`` leaves out sub-answers that say nothing; when
+    none is left, the question is answered like plain RAG over the passages the
+    sub-queries found. ``method.grounded_aggregation`` shows the best passages.
+    """
+    opts = options(ctx)
+    kept = keep_informative(subs) if opts.drop_uninformative else subs
+    if not kept:
+        ctx.fallback(f"{kind}: every {what} carried no information -> rag over the pooled passages")
+        passages = await best_passages(ctx, subs, ctx.top_k)
+        return Final("answer", await guide(ctx, rag_messages(ctx.question, passages)))
+    passages = (
+        await best_passages(ctx, kept, opts.aggregation_passages)
+        if opts.grounded_aggregation
+        else []
+    )
+    if kind == "mediate":
+        views = [(s.perspective or "", s.answer) for s in kept]
+        messages = mediator_messages(ctx.question, topic, views, passages)
+    else:
+        messages = aggregation_messages(ctx.question, [(s.query, s.answer) for s in kept], passages)
+    return Final(kind, await guide(ctx, messages))

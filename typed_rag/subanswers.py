@@ -1,0 +1,110 @@
+"""Which sub-answers carry no information, so aggregation can leave them out.
+
+A small model answering a sub-query from passages that do not cover it often
+writes nothing useful: an empty reply, the sub-query restated ("Energy boost
+from coffee"), a "the passages do not say" disclaimer, or only a references
+list. Passed on, the aggregator or mediator treats such a reply as a finding.
+:func:`uninformative` names the reason (or None); it is pure and cheap.
+"""
+
+from __future__ import annotations
+
+import re
+
+from typed_rag.prompts import CITATION_GROUP
+
+# Content words an answer must add beyond its query to count as saying something.
+MIN_NEW_WORDS = 2
+# Beyond a "no information" disclaimer, the rest must add this many to count.
+MIN_NEW_WORDS_BESIDE_DISCLAIMER = 4
+
+_STOPWORDS = frozenset(
+    """a an and are as at be been being but by can could did do does for from had has have
+    how i if in into is it its may might more most of on or our so such than that the their
+    them then there these they this those to was were what when where which while who whom
+    why will with would you your about also just very""".split()
+)
+
+_NO_INFO = re.compile(
+    r"\b(?:no|not enough|insufficient|any) (?:relevant |specific |direct |such )?"
+    r"(?:information|details?|mention|data|evidence)\b"
+    r"|\b(?:does|do|did) not (?:provide|contain|mention|say|state|include|address|specify"
+    r"|discuss|offer|give|cover)\b"
+    r"|\b(?:doesn't|don't|didn't) (?:provide|contain|mention|say|state|include|address"
+    r"|specify|discuss|offer|give|cover)\b"
+    r"|\b(?:cannot|can't|can not|unable to|not able to) (?:be )?(?:answer|determine|find|tell"
+    r"|say|provide|answered|determined|found)\b"
+    r"|\bnot (?:mentioned|specified|stated|provided|addressed|covered|discussed)\b"
+    r"|\bi (?:do not|don't) know\b|\bnot possible to (?:answer|determine|say)\b",
+    re.IGNORECASE,
+)
+
+# A trailing "References:" / "Sources:" block (heading, then citation lines).
+_REFERENCES = re.compile(
+    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:references?|sources?|citations?)(?:\*\*)?[ \t]*:?"
+    r"[ \t]*(?:\*\*)?[ \t]*(?=\n|\Z|\[).*\Z",
+    re.IGNORECASE | re.MULTILINE | re.DOTALL,
+)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of 3+ letters that are not stopwords, citations removed."""
+    text = CITATION_GROUP.sub(" ", text)
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """Crude plural/ing folding, so "boosts" restates "boost"."""
+    for suffix in ("ing", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def body(answer: str) -> str:
+    """The answer without a trailing references list."""
+    return _REFERENCES.sub("", answer).strip()
+
+
+def uninformative(query: str, answer: str) -> str | None:
+    """Why ``answer`` says nothing about ``query``: "empty", "references-only",
+    "restates-query" or "no-information"; None when it carries information.
+
+    An answer whose every sentence beyond the query's own words is a "no
+    information" disclaimer counts as none; one informative sentence keeps it.
+    """
+    if not answer or not answer.strip():
+        return "empty"
+    text = body(answer)
+    words = content_words(text)
+    if not words:
+        return "references-only"
+    asked = {stem(w) for w in content_words(query)}
+    if len({stem(w) for w in words} - asked) < MIN_NEW_WORDS and len(words) <= 2 * max(
+        1, len(asked)
+    ):
+        return "restates-query"
+    sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
+    informative = [s for s in sentences if not _NO_INFO.search(s)]
+    if len(informative) < len(sentences):
+        added = {stem(w) for s in informative for w in content_words(s)} - asked
+        if len(added) < MIN_NEW_WORDS_BESIDE_DISCLAIMER:
+            return "no-information"
+    return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+# A sub-query sharing fewer content words than this with its question is too vague
+# to search alone ("what was the bill about?").
+MIN_SHARED_WITH_QUESTION = 2
+
+
+def anchor(question: str, query: str) -> str:
+    """``query`` as is when it names the question's subject, else with the question attached."""
+    asked = {stem(w) for w in content_words(question)}
+    shared = asked & {stem(w) for w in content_words(query)}
+    if len(shared) >= min(MIN_SHARED_WITH_QUESTION, len(asked)):
+        return query
+    return f"{query} (context: {question})"
