@@ -6,6 +6,9 @@ completion tokens over the wall time of the whole batch).
 
     python benchmarks/engine_bench.py                          # llama.cpp, CPU default model
     python benchmarks/engine_bench.py --backends llamacpp vllm --vllm-model qwen2.5-coder-0.5b-instruct-q4km
+    python benchmarks/engine_bench.py --backends llamacpp llama-server --slots 4
+
+benchmarks/latency_bench.py compares llama-server at 1/2/4/8 slots and the pipelines on top.
 
 vLLM starts worker processes with spawn, hence the ``__main__`` guard.
 """
@@ -151,7 +154,7 @@ async def bench_engine(
     return out
 
 
-def build(backend: str, model: str, settings: Any, threads: int | None) -> Engine:
+def build(backend: str, model: str, settings: Any, threads: int | None, slots: int = 4) -> Engine:
     if backend == "llamacpp":
         from typed_rag.engines.llamacpp import LlamaCppEngine
 
@@ -160,6 +163,18 @@ def build(backend: str, model: str, settings: Any, threads: int | None) -> Engin
             n_ctx=4096,
             n_threads=threads,
             model_name=model,
+        )
+    if backend == "llama-server":
+        from typed_rag.engines.llama_server import LlamaServerEngine, find_binary
+
+        return LlamaServerEngine(
+            ensure_model(settings, model, fmt="gguf"),
+            binary=find_binary(settings.engine.server_bin, settings.home),
+            slots=slots,
+            n_ctx=4096,
+            n_threads=threads,
+            model_name=model,
+            log_dir=settings.home / "logs",
         )
     if backend == "vllm":
         from typed_rag.engines.vllm_engine import VllmEngine
@@ -216,7 +231,7 @@ async def main_async(args: argparse.Namespace) -> None:
     for backend in args.backends:
         model = args.vllm_model if backend == "vllm" else args.model
         print(f"== {backend} / {model}", flush=True)
-        engine = build(backend, model, settings, args.threads)
+        engine = build(backend, model, settings, args.threads, args.slots)
         try:
             report["runs"][f"{backend}:{model}"] = await bench_engine(
                 engine, args.batches, args.max_tokens, args.plan_max_tokens
@@ -234,7 +249,10 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", default=["llamacpp"], choices=["llamacpp", "vllm"])
+    parser.add_argument(
+        "--backends", nargs="+", default=["llamacpp"], choices=["llamacpp", "llama-server", "vllm"]
+    )
+    parser.add_argument("--slots", type=int, default=4, help="llama-server parallel slots")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4km")
     parser.add_argument("--vllm-model", default="qwen2.5-coder-1.5b-instruct-q4km")
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32])

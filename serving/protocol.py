@@ -76,6 +76,8 @@ class ChatCompletionRequest(BaseModel):
     top_k: int | None = Field(default=None, ge=1, le=100)
     force_type: str | None = None
     include_trace: bool = False
+    # Streams only: progress chunks (empty delta.content + a typed_rag event) before the answer.
+    progress_events: bool = True
 
     @field_validator("force_type")
     @classmethod
@@ -220,6 +222,21 @@ class StreamChoice(BaseModel):
     logprobs: None = None
 
 
+class ProgressEvent(BaseModel):
+    """A progress chunk's ``typed_rag`` object: ``event`` names it (see :mod:`typed_rag.progress`).
+
+    type: mode, type, type_source, predicted_type, probabilities;
+    plan: plan (sub_queries / perspectives / keywords ...); sub_answer: index, total,
+    step, query, perspective, answer, citations; fallback: note; answer: step.
+    The last chunk's ``typed_rag`` (the whole :class:`TypedRAGInfo`) has no ``event``.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    event: str
+    elapsed_s: float
+
+
 class ChatCompletionChunk(BaseModel):
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
@@ -227,7 +244,7 @@ class ChatCompletionChunk(BaseModel):
     model: str
     choices: list[StreamChoice]
     usage: UsageInfo | None = None
-    typed_rag: TypedRAGInfo | None = None
+    typed_rag: TypedRAGInfo | ProgressEvent | None = None
 
     def sse(self) -> str:
         return f"data: {self.model_dump_json(exclude_none=True)}\n\n"

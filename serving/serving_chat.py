@@ -35,6 +35,7 @@ from serving.protocol import (
     ChatCompletionResponse,
     Choice,
     DeltaMessage,
+    ProgressEvent,
     StreamChoice,
     TypedRAGInfo,
     completion_id,
@@ -43,6 +44,7 @@ from serving.protocol import (
 from serving.state import ServerState
 from typed_rag.engines.base import EngineError
 from typed_rag.errors import UserError
+from typed_rag.progress import Progress
 from typed_rag.result import Result
 
 log = logging.getLogger(__name__)
@@ -325,7 +327,9 @@ class OpenAIServingChat:
         # one task); this generator only forwards its events, so it can send
         # keep-alive comments while a long plan round runs and stop the work
         # at the deadline or when the client leaves.
-        stream = self.state.rag.answer_stream(question, **self._answer_kwargs(req))
+        stream = self.state.rag.answer_stream(
+            question, progress=req.progress_events, **self._answer_kwargs(req)
+        )
         pump = _Pump(stream)
         loop = asyncio.get_running_loop()
         result: Result | None = None
@@ -346,6 +350,10 @@ class OpenAIServingChat:
                     break
                 if isinstance(event, Result):
                     result = event
+                elif isinstance(event, Progress):
+                    # Empty content, so OpenAI clients that only read delta.content skip it.
+                    progress = ProgressEvent.model_validate(event.to_dict())
+                    yield chunk(DeltaMessage(content=""), typed_rag=progress)
                 elif event:
                     if first_token:
                         first_token = False

@@ -124,13 +124,18 @@ class SamplingSettings(BaseModel):
     max_tokens: int = 512
     seed: int = 42
     plan_max_tokens: int = 256
+    # Intermediate answers (reason/instruction sub-answers, debate perspectives) feed
+    # the aggregator / mediator, not the user: a smaller budget shortens the longest
+    # request of the sub-answer round. Capped at max_tokens; the final answer keeps it.
+    sub_answer_max_tokens: int = Field(default=192, ge=1)
+    perspective_max_tokens: int = Field(default=192, ge=1)
     plan_retries: int = 2
 
 
 class EngineSettings(BaseModel):
     """Which LLM backend runs generation and with what model."""
 
-    backend: Literal["llamacpp", "vllm", "openai", "fake"] = "llamacpp"
+    backend: Literal["llamacpp", "llama-server", "vllm", "openai", "fake"] = "llamacpp"
     model: str = "qwen2.5-coder-1.5b-instruct-q4km"  # registry name, local path or Hub id
     n_ctx: int = 8192
     n_threads: int | None = None
@@ -138,6 +143,15 @@ class EngineSettings(BaseModel):
     # request may then sample differently depending on what ran before it.
     prefix_cache: bool = False
     max_concurrency: int = 8
+    # llama-server (llama.cpp's HTTP server as a supervised child; parallel slots with
+    # continuous batching): slots decoded together, each with n_ctx tokens of context.
+    server_slots: int = Field(default=4, ge=1)
+    server_bin: str | None = None  # default: <home>/llama-server/<version>/bin, then PATH
+    server_args: list[str] = Field(default_factory=list)  # extra llama-server flags
+    server_start_timeout_s: float = 300.0
+    server_max_restarts: int = 3
+    # Per request, queueing for a slot included; a CPU batch of long answers is slow.
+    server_request_timeout_s: float = 1800.0
     # vLLM
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85

@@ -8,6 +8,8 @@ CONTRACT (used by serving/ and eval/); the pipelines implement it:
     result: Result = await rag.answer(question, mode=None, force_type=None, top_k=None, seed=None)
     async for event in rag.answer_stream(question, ...):  # str deltas of the final answer,
         ...                                             # then exactly one Result, last
+    async for event in rag.answer_stream(question, progress=True):  # also Progress events
+        ...                                             # (type, plan, sub-answers) as they happen
     results = await rag.answer_many(questions, ...)     # concurrent; engine batches them
 
 ``mode`` is ``typed-rag``, ``rag`` or ``llm`` (default ``settings.mode``);
@@ -37,6 +39,7 @@ from typed_rag.constraints import (
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
+from typed_rag.progress import Progress, ProgressSink
 from typed_rag.rerank.base import Reranker
 from typed_rag.result import Result
 from typed_rag.retrieval import Retriever
@@ -153,14 +156,16 @@ class TypedRAG:
         top_k: int | None = None,
         seed: int | None = None,
         sampling: Mapping[str, Any] | None = None,
+        on_event: ProgressSink | None = None,
     ) -> Result:
         """Answer one question and return the answer with its full trace.
 
         ``sampling`` overrides fields of ``settings.sampling`` for this call
-        (e.g. ``{"temperature": 0.2, "max_tokens": 256}``).
+        (e.g. ``{"temperature": 0.2, "max_tokens": 256}``); ``on_event`` is
+        called with each :class:`Progress` event as it happens.
         """
         ctx, final, start = await self._prepare(
-            question, mode, force_type, top_k, seed, None, sampling
+            question, mode, force_type, top_k, seed, None, sampling, on_event
         )
         ctx.result.answer = (await ctx.run_final(final)).strip()
         return self._finish(ctx, start)
@@ -173,15 +178,39 @@ class TypedRAG:
         top_k: int | None = None,
         seed: int | None = None,
         sampling: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[str | Result]:
-        """Yield the final answer as text deltas, then the Result (whose answer is their join)."""
-        ctx, final, start = await self._prepare(
-            question, mode, force_type, top_k, seed, None, sampling
+        progress: bool = False,
+    ) -> AsyncIterator[str | Progress | Result]:
+        """Yield the final answer as text deltas, then the Result (whose answer is their join).
+
+        With ``progress``, :class:`Progress` events (type, plan, each sub-answer,
+        answer start) are yielded too, each as soon as it exists, before the deltas.
+        """
+        events: asyncio.Queue[Progress] = asyncio.Queue()
+        sink = events.put_nowait if progress else None
+        prepare = asyncio.ensure_future(
+            self._prepare(question, mode, force_type, top_k, seed, None, sampling, sink)
         )
+        try:
+            while not prepare.done():
+                waiter = asyncio.ensure_future(events.get())
+                await asyncio.wait({prepare, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if waiter.done():
+                    yield waiter.result()
+                else:
+                    waiter.cancel()
+        finally:
+            if not prepare.done():
+                prepare.cancel()
+                await asyncio.gather(prepare, return_exceptions=True)
+        ctx, final, start = prepare.result()
         parts: list[str] = []
         async for delta in ctx.stream_final(final):
+            while not events.empty():
+                yield events.get_nowait()
             parts.append(delta)
             yield delta
+        while not events.empty():
+            yield events.get_nowait()
         ctx.result.answer = "".join(parts)
         yield self._finish(ctx, start, streamed=True)
 
@@ -243,6 +272,7 @@ class TypedRAG:
         seed: int | None,
         classified: tuple[TypePrediction | None, float] | None,
         sampling: Mapping[str, Any] | None = None,
+        on_event: ProgressSink | None = None,
     ) -> tuple[Context, Final, float]:
         start = time.perf_counter()
         question = _check_question(question)
@@ -267,6 +297,8 @@ class TypedRAG:
             top_k=top_k or self.settings.retrieval.top_k,
             seed=self.settings.sampling.seed if seed is None else seed,
             sampling=_sampling(self.settings.sampling, sampling),
+            on_event=on_event,
+            started=start,
         )
         if mode == "typed-rag" and await self._detect_constraints(ctx):
             classified = None  # classify the core question, without the instruction
@@ -284,6 +316,14 @@ class TypedRAG:
         if routing.prediction is not None:
             result.predicted_type = routing.prediction.type.value
             result.probabilities = dict(routing.prediction.probabilities)
+        ctx.emit(
+            "type",
+            mode=mode,
+            type=result.type,
+            type_source=result.type_source,
+            predicted_type=result.predicted_type,
+            probabilities=result.probabilities,
+        )
 
         if mode == "typed-rag" and routing.source == "none":
             ctx.fallback("classify: no classifier loaded -> EVIDENCE-BASED (plain rag)")

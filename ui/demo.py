@@ -2,7 +2,9 @@
 
 It streams answers with the ``openai`` SDK (so it exercises exactly what any
 client sees), and shows what Typed-RAG did: the detected type as a badge, the
-plan in a collapsible panel and the numbered sources. The same Blocks app is
+plan in a collapsible panel and the numbered sources. While a question runs,
+the stream's progress chunks fill a live status line (type, plan, each
+sub-answer as it completes) before the answer's first token. The same Blocks app is
 mounted at ``/ui`` by ``typed-rag serve`` or run alone by ``typed-rag ui``.
 """
 
@@ -21,9 +23,11 @@ from ui.render import (
     EMPTY_BADGE,
     EMPTY_PLAN,
     EMPTY_SOURCES,
+    apply_event,
     badge_html,
     plan_markdown,
     sources_markdown,
+    status_markdown,
 )
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,13 @@ def _error_text(exc: Exception, api_base: str) -> str:
     return f"Unexpected error: {exc}"
 
 
+def _live_plan(live: dict[str, Any]) -> str:
+    """The plan panel while the question runs: "Planning…" until a plan or sub-answer exists."""
+    if live.get("plan") or live.get("sub_answers") or live.get("fallbacks"):
+        return plan_markdown(live)
+    return "_Planning…_"
+
+
 def make_responder(
     api_base: str, api_key: str | None = None, timeout_s: float = 600.0
 ) -> Callable[..., AsyncIterator[Outputs]]:
@@ -83,23 +94,44 @@ def make_responder(
             return
         history.append({"role": "user", "content": question})
         history.append({"role": "assistant", "content": ""})
-        yield history, "", EMPTY_BADGE, "_Planning…_", "_Retrieving…_", ""
+        mode = mode if mode in MODES else "typed-rag"
+        live: dict[str, Any] = {"mode": mode}
+        yield history, "", EMPTY_BADGE, "_Planning…_", "_Retrieving…_", "_Sending…_"
         answer = ""
         info: dict[str, Any] | None = None
         try:
             stream = await client.chat.completions.create(
-                model=mode if mode in MODES else "typed-rag",
+                model=mode,
                 messages=[{"role": "user", "content": question}],
                 stream=True,
             )
             async for chunk in stream:
                 extra = getattr(chunk, "typed_rag", None)
                 if extra is not None:
-                    info = extra if isinstance(extra, dict) else dict(extra)
+                    extra = extra if isinstance(extra, dict) else dict(extra)
+                    if "event" in extra:  # a progress chunk: show it at once
+                        apply_event(live, extra)
+                        yield (
+                            history,
+                            "",
+                            badge_html(live),
+                            _live_plan(live),
+                            "_Retrieving…_",
+                            status_markdown(live),
+                        )
+                        continue
+                    info = extra
                 if chunk.choices and chunk.choices[0].delta.content:
                     answer += chunk.choices[0].delta.content
                     history[-1] = {"role": "assistant", "content": answer}
-                    yield history, "", EMPTY_BADGE, "_Planning…_", "_Retrieving…_", ""
+                    yield (
+                        history,
+                        "",
+                        badge_html(live) if live.get("type") else EMPTY_BADGE,
+                        _live_plan(live),
+                        "_Retrieving…_",
+                        status_markdown(live, answering=True),
+                    )
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged here
             log.info("demo request failed: %r", exc)
             text = _error_text(exc, api_base)
@@ -136,6 +168,8 @@ def build_demo(
                 chatbot = gr.Chatbot(
                     label="Answer", elem_id="tr-chatbot", height=460, feedback_options=None
                 )
+                # live progress (type, plan, sub-answers) while a question runs
+                status = gr.Markdown("", elem_id="tr-status")
                 with gr.Row():
                     box = gr.Textbox(
                         placeholder="e.g. Why do leaves change color in autumn?",
@@ -146,7 +180,6 @@ def build_demo(
                     )
                     send = gr.Button("Ask", variant="primary", elem_id="tr-send", scale=1)
                 gr.Examples(EXAMPLES, inputs=box)
-                status = gr.Markdown("", elem_id="tr-status")
             with gr.Column(scale=2):
                 mode = gr.Radio(
                     list(MODES),

@@ -131,3 +131,61 @@ def sources_markdown(info: dict[str, Any] | None) -> str:
             f"**[{c.get('citation')}] {c.get('title', '')}** `{c.get('id', '')}`  \n{snippet}"
         )
     return "\n\n".join(parts)
+
+
+def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """Fold one progress event (a stream chunk's ``typed_rag`` with an ``event``) into ``info``,
+    the same shape as the final ``typed_rag`` object, so the panels can show it live."""
+    kind = event.get("event")
+    if kind == "type":
+        for key in ("mode", "type", "type_source", "predicted_type", "probabilities"):
+            if key in event:
+                info[key] = event[key]
+    elif kind == "plan":
+        info.setdefault("plan", {}).update(event.get("plan") or {})
+    elif kind == "sub_answer":
+        info.setdefault("sub_answers", []).append(event)
+    elif kind == "fallback":
+        info.setdefault("fallbacks", []).append(event.get("note", ""))
+    info["stage"] = kind
+    return info
+
+
+def _plan_items(plan: dict[str, Any]) -> list[str]:
+    items: list[str] = []
+    for key in ("sub_queries", "core_sub_questions", "keywords"):
+        items.extend(str(v) for v in plan.get(key) or [])
+    for p in plan.get("perspectives") or []:
+        items.append(f"{p.get('perspective', '')}: {p.get('query', '')}")
+    return items
+
+
+def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
+    """Live status while a question runs: type, plan, finished sub-answers, what comes next."""
+    blocks: list[str] = []
+    qtype = info.get("type")
+    stage = info.get("stage")
+    if qtype:
+        blocks.append(f"**Type:** {html.escape(str(qtype))}")
+    plan = info.get("plan") or {}
+    items = _plan_items(plan)
+    if items:
+        blocks.append("**Plan:** " + " · ".join(html.escape(i) for i in items))
+    subs = info.get("sub_answers") or []
+    total = max((int(s.get("total", 0)) for s in subs), default=0)
+    done = []
+    for sub in subs:
+        head = sub.get("perspective") or sub.get("query", "")
+        text = " ".join(str(sub.get("answer", "")).split())[:160]
+        done.append(f"- ✓ *{html.escape(str(head))}*: {html.escape(text)}")
+    if done:
+        blocks.append("\n".join(done))
+    if answering or stage == "answer" or (total and len(subs) >= total):
+        blocks.append("_Writing the answer…_")
+    elif stage == "type":
+        blocks.append("_Planning…_" if info.get("mode") == "typed-rag" else "_Retrieving…_")
+    elif plan.get("sub_queries") or plan.get("perspectives"):
+        blocks.append(f"_Answering sub-questions… {len(subs)}/{total or len(items)} done_")
+    elif stage == "plan":
+        blocks.append("_Retrieving…_")
+    return "\n\n".join(blocks) if blocks else "_Working…_"

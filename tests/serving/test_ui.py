@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,6 +197,60 @@ def test_browser_chat_streams_and_shows_type_and_sources(ui_server: LiveServer) 
             page.screenshot(path=str(SCREENSHOTS / "chat-llm-mode.png"), full_page=True)
         finally:
             browser.close()
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"
+)
+def test_browser_shows_type_plan_and_sub_answers_before_the_answer(tmp_path: Path) -> None:
+    """Every engine call takes 1.5 s: the status must show each step as it happens."""
+    from playwright.sync_api import expect, sync_playwright
+
+    settings = server_settings(tmp_path, **{"server.ui": True})
+    engine = ProbeEngine(delay_s=1.5, token_delay_s=0.05)
+    with live_server(settings, make_rag(settings, engine)) as srv, sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(srv.url + "/ui/", timeout=60_000)
+            page.locator("#tr-input textarea").fill(QUESTION)
+            status = page.locator("#tr-status")
+            chat = page.locator("#tr-chatbot")
+            page.locator("#tr-send").click()
+            sent = time.monotonic()
+            # the type, right after classification: long before the first engine call ends
+            expect(status).to_contain_text("Type: REASON", timeout=5_000)
+            first_status_s = time.monotonic() - sent
+            assert "A fake answer" not in chat.inner_text()
+            expect(page.locator("#tr-badge")).to_contain_text("REASON")
+            # the plan, then each sub-answer, still before the answer
+            expect(status).to_contain_text("what happens to chlorophyll in autumn", timeout=10_000)
+            expect(status).to_contain_text("✓", timeout=10_000)
+            assert "A fake answer" not in chat.inner_text()
+            page.screenshot(path=str(SCREENSHOTS / "chat-progress.png"), full_page=True)
+            expect(chat).to_contain_text("A fake answer [1].", timeout=30_000)
+            expect(status).to_have_text("", timeout=10_000)  # cleared once answered
+            assert first_status_s < 5.0
+        finally:
+            browser.close()
+
+
+def test_live_status_renders_each_event() -> None:
+    from ui.render import apply_event, status_markdown
+
+    live: dict = {"mode": "typed-rag"}
+    apply_event(live, {"event": "type", "type": "REASON", "type_source": "classifier"})
+    assert "**Type:** REASON" in status_markdown(live) and "Planning" in status_markdown(live)
+    apply_event(live, {"event": "plan", "plan": {"sub_queries": ["a <b>", "c"]}})
+    md = status_markdown(live)
+    assert "a &lt;b&gt; · c" in md and "0/2 done" in md
+    apply_event(live, {"event": "sub_answer", "index": 1, "total": 2, "query": "c", "answer": "C."})
+    assert "✓ *c*: C." in status_markdown(live) and "1/2 done" in status_markdown(live)
+    apply_event(live, {"event": "sub_answer", "index": 0, "total": 2, "query": "a", "answer": "A"})
+    assert "Writing the answer" in status_markdown(live)
+    assert "- *c*: C." in plan_markdown(live)  # the plan panel shows them too
 
 
 def test_demo_is_behind_the_api_key_when_one_is_set(tmp_path: Path) -> None:

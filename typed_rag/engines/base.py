@@ -100,6 +100,17 @@ class Engine(abc.ABC):
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         """Run a batch of requests together; results are in request order."""
 
+    async def generate_each(
+        self, requests: Sequence[ChatRequest]
+    ) -> AsyncIterator[tuple[int, ChatResult]]:
+        """Run a batch like :meth:`generate`, yielding ``(index, result)`` as each completes.
+
+        Lets a caller show a sub-answer before the whole round is done. Default:
+        the whole batch, then its results in order.
+        """
+        for i, result in enumerate(await self.generate(requests)):
+            yield i, result
+
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Next-token log-probabilities of each request's choices (judges with a distribution).
 
@@ -138,3 +149,24 @@ async def gather_or_cancel(calls: Sequence[Awaitable[T]]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def each_or_cancel(calls: Sequence[Awaitable[T]]) -> AsyncIterator[tuple[int, T]]:
+    """Like :func:`gather_or_cancel`, but yield ``(index, result)`` as each call completes.
+
+    If one fails, the consumer is cancelled, or it closes the generator early
+    (``contextlib.aclosing``), the rest are cancelled and reaped.
+    """
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    index = {task: i for i, task in enumerate(tasks)}
+    pending: set[asyncio.Future[T]] = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=index.__getitem__):
+                yield index[task], task.result()
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

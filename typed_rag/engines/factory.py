@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from typed_rag.config import Settings
-from typed_rag.engines.base import Engine
+from typed_rag.engines.base import Engine, EngineError
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model, find_spec
 
@@ -45,6 +45,29 @@ def build_engine(settings: Settings) -> Engine:
             n_threads=cfg.n_threads,
             prefix_cache=cfg.prefix_cache,
             model_name=cfg.model,
+        )
+    if backend == "llama-server":
+        from typed_rag.engines.llama_server import LlamaServerEngine, find_binary
+
+        path = ensure_model(settings, cfg.model, fmt="gguf")
+        try:
+            binary = find_binary(cfg.server_bin, settings.home)
+        except EngineError as exc:
+            raise UserError(str(exc)) from None
+        return LlamaServerEngine(
+            path,
+            binary=binary,
+            slots=cfg.server_slots,
+            n_ctx=cfg.n_ctx,
+            n_threads=cfg.n_threads,
+            model_name=cfg.model,
+            start_timeout_s=cfg.server_start_timeout_s,
+            max_restarts=cfg.server_max_restarts,
+            extra_args=cfg.server_args,
+            log_dir=settings.home / "logs",
+            timeout_s=cfg.server_request_timeout_s,
+            max_retries=cfg.max_retries,
+            max_concurrency=max(cfg.max_concurrency, cfg.server_slots),
         )
     if backend == "vllm":
         from typed_rag.engines.vllm_engine import VllmEngine

@@ -192,6 +192,22 @@ class LlamaCppEngine(Engine):
                 job.cancelled.set()
             raise
 
+    async def generate_each(
+        self, requests: Sequence[ChatRequest]
+    ) -> AsyncIterator[tuple[int, ChatResult]]:
+        """The batch runs one request after another; each is yielded as it finishes."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
+        for job in jobs:
+            self._queue.put(job)
+        try:
+            for i, job in enumerate(jobs):
+                yield i, await job.future
+        finally:
+            for job in jobs:
+                job.cancelled.set()
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         await self.start()
         loop = asyncio.get_running_loop()

@@ -25,6 +25,7 @@ from typed_rag.engines.base import (
     Engine,
     EngineError,
     StreamDelta,
+    each_or_cancel,
     gather_or_cancel,
 )
 
@@ -208,6 +209,13 @@ class VllmEngine(Engine):
         await self.start()
         # cancelling a request closes its connection / aborts it in the engine
         return await gather_or_cancel([self._one(req) for req in requests])
+
+    async def generate_each(
+        self, requests: Sequence[ChatRequest]
+    ) -> AsyncIterator[tuple[int, ChatResult]]:
+        await self.start()
+        async for item in each_or_cancel([self._one(req) for req in requests]):
+            yield item
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         start = time.perf_counter()

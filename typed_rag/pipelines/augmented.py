@@ -70,7 +70,7 @@ async def prepare(ctx: Context) -> Final:
         ctx.fallback(f"augment: core sub-questions unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
     subs = ctx.enforce("sub_questions", plan.sub_queries)
-    ctx.result.plan.update({"core_sub_questions": subs, "augmented": True})
+    ctx.set_plan({"core_sub_questions": subs, "augmented": True})
     queries = [ctx.question, *subs]
     depth = max(ctx.settings.augment.pool_per_query, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, depth), queries)

@@ -20,6 +20,7 @@ from typed_rag.config import SamplingSettings, Settings
 from typed_rag.constraints import Constraints, enforce, named_in, with_instructions
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine
 from typed_rag.plans import PlanError
+from typed_rag.progress import Kind, Progress, ProgressSink
 from typed_rag.prompts import Messages
 from typed_rag.rerank.base import Reranker
 from typed_rag.result import CitedPassage, LLMCall, Result
@@ -55,8 +56,27 @@ class Context:
     sampling: SamplingSettings | None = None  # per-request override of settings.sampling
     # Include/exclude subtopics detected in the question (``question`` is then its core).
     constraints: Constraints | None = None
+    # Progress hook (type, plan, each sub-answer, answer start); None: nobody listens.
+    on_event: ProgressSink | None = None
+    started: float = field(default_factory=time.perf_counter)
     rounds: int = 0
     _cited: dict[str, CitedPassage] = field(default_factory=dict)
+
+    # --- progress -----------------------------------------------------------------
+
+    def emit(self, kind: Kind, **data: Any) -> None:
+        """Tell the listener (if any) that something now exists; never fails the run."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(Progress(kind, time.perf_counter() - self.started, data))
+        except Exception:  # noqa: BLE001 - a broken listener must not break the answer
+            log.exception("progress listener failed on a %s event", kind)
+
+    def set_plan(self, trace: dict[str, Any]) -> None:
+        """Record the (final) plan in the trace and announce it."""
+        self.result.plan.update(trace)
+        self.emit("plan", plan=trace)
 
     # --- timing -------------------------------------------------------------------
 
@@ -73,6 +93,7 @@ class Context:
         """Record a degradation in the trace (never silent) and log it."""
         log.info("fallback for %r: %s", self.question[:80], note)
         self.result.fallbacks.append(note)
+        self.emit("fallback", note=note)
 
     # --- engine -------------------------------------------------------------------
 
@@ -83,14 +104,28 @@ class Context:
         plan: bool = False,
         seed_offset: int = 0,
         json_schema: dict[str, Any] | None = None,
+        step: str | None = None,
     ) -> ChatRequest:
-        """A chat request with the configured sampling and this question's seed."""
+        """A chat request with the configured sampling and this question's seed.
+
+        Intermediate steps get their own token budget: plans ``plan_max_tokens``,
+        ``step="sub-answer"`` / ``"perspective"`` their budgets (never more than
+        ``max_tokens``), so the final answer keeps ``max_tokens``.
+        """
         s = self.sampling or self.settings.sampling
+        if plan:
+            max_tokens = s.plan_max_tokens
+        elif step == "sub-answer":
+            max_tokens = min(s.sub_answer_max_tokens, s.max_tokens)
+        elif step == "perspective":
+            max_tokens = min(s.perspective_max_tokens, s.max_tokens)
+        else:
+            max_tokens = s.max_tokens
         return ChatRequest(
             messages=messages,
             temperature=s.temperature,
             top_p=s.top_p,
-            max_tokens=s.plan_max_tokens if plan else s.max_tokens,
+            max_tokens=max_tokens,
             seed=self.seed + seed_offset,
             json_schema=json_schema,
         )
@@ -108,12 +143,27 @@ class Context:
         )
 
     async def generate(
-        self, step: str, requests: Sequence[ChatRequest], stage: str
+        self,
+        step: str,
+        requests: Sequence[ChatRequest],
+        stage: str,
+        on_result: Callable[[int, ChatResult], None] | None = None,
     ) -> list[ChatResult]:
-        """One engine round: every request goes to the engine in one batch."""
+        """One engine round: every request goes to the engine in one batch.
+
+        With ``on_result``, it is called with (index, result) as each request
+        completes, so progress can be shown before the whole round is done.
+        """
         self.rounds += 1
         with self.timed(stage):
-            results = await self.engine.generate(list(requests))
+            if on_result is None:
+                results = await self.engine.generate(list(requests))
+            else:
+                done: dict[int, ChatResult] = {}
+                async for i, res in self.engine.generate_each(list(requests)):
+                    done[i] = res
+                    on_result(i, res)
+                results = [done[i] for i in range(len(requests))]
         for res in results:
             self.record(step, res)
         return results
@@ -172,12 +222,14 @@ class Context:
         return self.request(final.messages)
 
     async def run_final(self, final: Final) -> str:
+        self.emit("answer", step=final.step)
         (res,) = await self.generate(final.step, [self.final_request(final)], stage="generate")
         return res.text
 
     async def stream_final(self, final: Final) -> AsyncIterator[str]:
         """Stream the final generation; records the call when the engine reports it."""
         self.rounds += 1
+        self.emit("answer", step=final.step)
         start = time.perf_counter()
         try:
             async for delta in self.engine.stream(self.final_request(final)):

@@ -22,7 +22,7 @@ async def prepare(ctx: Context) -> Final:
         ctx.fallback(f"comparison: plan unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
-    ctx.result.plan.update(plan.to_trace())
+    ctx.set_plan(plan.to_trace())
     if not plan.is_compare:
         ctx.fallback("comparison: the plan says the question is not a comparison -> rag")
         return await prepare_rag(ctx)

@@ -31,7 +31,7 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
         )
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
-    ctx.result.plan.update(plan.to_trace())
+    ctx.set_plan(plan.to_trace())
     subs = await answer_sub_queries(ctx, anchor_queries(ctx, plan.sub_queries))
     return await combine(ctx, subs, "aggregate")
 

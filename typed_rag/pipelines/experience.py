@@ -26,7 +26,7 @@ async def prepare(ctx: Context) -> Final:
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
     if ctx.constraints:  # the wanted subtopics steer the reranking too
         plan.keywords += [t for t in ctx.constraints.include if t not in plan.keywords]
-    ctx.result.plan.update(plan.to_trace())
+    ctx.set_plan(plan.to_trace())
 
     keywords = " ".join(plan.keywords)
     by = options(ctx).experience_retrieval

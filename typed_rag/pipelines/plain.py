@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from typed_rag.constraints import Constraints, with_instructions
+from typed_rag.engines.base import ChatResult
 from typed_rag.pipelines.base import Context, Final
 from typed_rag.prompts import cited_numbers, llm_messages, rag_messages
 from typed_rag.result import SubAnswer
@@ -78,19 +79,24 @@ async def answer_sub_queries(
         cited = ctx.cite(hits, query)
         shown_to.append([p.citation for p in cited])
         messages = with_instructions(rag_messages(query, cited), leave_out)
-        requests.append(ctx.request(messages))
-    results = await ctx.generate(step, requests, stage="sub_answers")
+        requests.append(ctx.request(messages, step=step))
     shown = {p.citation for p in ctx.result.passages}
-    subs: list[SubAnswer] = []
-    for i, (query, res) in enumerate(zip(queries, results, strict=True)):
-        subs.append(
-            SubAnswer(
-                query=query,
-                answer=res.text.strip(),
-                perspective=perspectives[i] if perspectives else None,
-                citations=[n for n in cited_numbers(res.text) if n in shown],
-                passages=shown_to[i],
-            )
+
+    def sub_answer(i: int, res: ChatResult) -> SubAnswer:
+        return SubAnswer(
+            query=queries[i],
+            answer=res.text.strip(),
+            perspective=perspectives[i] if perspectives else None,
+            citations=[n for n in cited_numbers(res.text) if n in shown],
+            passages=shown_to[i],
         )
+
+    def announce(i: int, res: ChatResult) -> None:
+        sub = sub_answer(i, res)
+        ctx.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
+
+    on_result = announce if ctx.on_event is not None else None
+    results = await ctx.generate(step, requests, stage="sub_answers", on_result=on_result)
+    subs = [sub_answer(i, res) for i, res in enumerate(results)]
     ctx.result.sub_answers = subs
     return subs

@@ -1,0 +1,271 @@
+"""Interactive latency on a CPU: in-process llama.cpp vs llama-server slots, and what a user waits for.
+
+One run, two parts, so every ratio is measured under the same machine load:
+
+1. Engines: the same batch of answer requests on the in-process llama.cpp
+   engine (one request at a time) and on llama-server with 1/2/4/8 parallel
+   slots (continuous batching): aggregate completion tokens/s and per-request
+   latency (median, and the slowest).
+2. Pipelines, per engine: rag / typed-rag / llm answering the same questions
+   one at a time (latency p50; for typed-rag also the p50 of its first progress
+   event, the type), then the whole set at once with ``answer_many``
+   (questions/minute, the batch-evaluation throughput).
+
+    .venv/bin/python benchmarks/latency_bench.py --questions 3 --max-tokens 256
+
+Prints tables and writes JSON (``--out``, default results/latency/summary.json) in
+the issue's shape: ``{"methods": {...}, "eval_q_per_min": {...}, "engine": ...}``
+for the chosen engine, with every measured engine under ``"engines"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.engine_bench import answer_request
+from benchmarks.pipeline_bench import QUESTIONS
+from typed_rag.cli import parse_overrides
+from typed_rag.config import Settings, load_settings
+from typed_rag.engines import build_engine
+from typed_rag.engines.base import Engine
+from typed_rag.progress import Progress
+from typed_rag.system import TypedRAG
+
+# Interactive questions: one per decomposed pipeline plus plain RAG's route.
+PICK = ("REASON", "DEBATE", "INSTRUCTION", "EVIDENCE-BASED", "COMPARISON", "EXPERIENCE")
+
+
+def pick_questions(n: int) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for qtype in PICK * 2:
+        for t, q in QUESTIONS:
+            if t == qtype and (t, q) not in out:
+                out.append((t, q))
+                break
+        if len(out) >= n:
+            break
+    return out
+
+
+def engine_settings(base: Settings, backend: str, slots: int = 1) -> Settings:
+    engine = base.engine.model_copy(update={"backend": backend, "server_slots": slots})
+    return base.model_copy(update={"engine": engine})
+
+
+async def bench_engine(engine: Engine, requests: int, max_tokens: int) -> dict[str, Any]:
+    """``requests`` answer requests sent together; tokens/s over the batch's wall time."""
+    await engine.generate([answer_request(0, 8)])  # warm-up
+    reqs = [answer_request(i, max_tokens) for i in range(requests)]
+    done: list[float] = []
+    start = time.perf_counter()
+    tokens = 0
+    async for _i, res in engine.generate_each(reqs):
+        done.append(time.perf_counter() - start)
+        tokens += res.completion_tokens
+    wall = time.perf_counter() - start
+    return {
+        "requests": requests,
+        "completion_tokens": tokens,
+        "wall_s": wall,
+        "tok_s": tokens / wall,
+        "latency_p50_s": statistics.median(done),
+        "latency_max_s": max(done),
+    }
+
+
+async def bench_pipelines(
+    settings: Settings,
+    questions: list[tuple[str, str]],
+    methods: list[str],
+    concurrency: int,
+    batched: bool = True,
+) -> dict[str, Any]:
+    rag = TypedRAG.from_settings(settings)
+    t0 = time.perf_counter()
+    await rag.start()
+    out: dict[str, Any] = {"load_s": time.perf_counter() - t0, "methods": {}, "eval_q_per_min": {}}
+    try:
+        await rag.answer(questions[0][1], mode="llm", sampling={"max_tokens": 8})  # warm-up
+        for method in methods:
+            rows = []
+            for qtype, text in questions:
+                first: list[float] = []
+
+                def on_event(event: Progress, first: list[float] = first) -> None:
+                    if not first:
+                        first.append(event.elapsed_s)
+
+                # Route by the classifier when there is one (its time is in the first
+                # event), else force the type so the typed pipeline still runs.
+                force = qtype if method == "typed-rag" and rag.classifier is None else None
+                t = time.perf_counter()
+                result = await rag.answer(text, mode=method, force_type=force, on_event=on_event)
+                rows.append(
+                    {
+                        "type": qtype,
+                        "routed_type": result.type,
+                        "latency_s": time.perf_counter() - t,
+                        "first_event_s": first[0] if first else None,
+                        "calls": len(result.calls),
+                        "completion_tokens": result.completion_tokens,
+                        "fallbacks": result.fallbacks,
+                    }
+                )
+                print(f"    {method} {qtype}: {rows[-1]['latency_s']:.1f} s", flush=True)
+            firsts = [r["first_event_s"] for r in rows if r["first_event_s"] is not None]
+            out["methods"][method] = {
+                "p50_s": statistics.median(r["latency_s"] for r in rows),
+                "first_event_p50_s": statistics.median(firsts) if firsts else None,
+                "questions": rows,
+            }
+            if method != "llm" and not batched:
+                # no answer_many pass: one at a time is the rate (a lower bound)
+                total = sum(r["latency_s"] for r in rows)
+                out["eval_q_per_min"][method] = 60 * len(rows) / total
+                out["eval_q_per_min_source"] = "sequential"
+            elif method != "llm":
+                forced = method == "typed-rag" and rag.classifier is None
+                types = [t if forced else None for t, _ in questions]
+                t = time.perf_counter()
+                await rag.answer_many(
+                    [q for _, q in questions],
+                    mode=method,
+                    force_type=types,
+                    concurrency=concurrency,
+                )
+                wall = time.perf_counter() - t
+                out["eval_q_per_min"][method] = 60 * len(questions) / wall
+                print(f"    {method} batched: {wall:.1f} s", flush=True)
+    finally:
+        await rag.close()
+    return out
+
+
+def save(report: dict[str, Any], out: Path) -> None:
+    """Written after each part, so a run cut short still leaves what it measured."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "loadavg_start": os.getloadavg(),
+        "model": settings.engine.model,
+        "max_tokens": settings.sampling.max_tokens,
+        "sub_answer_max_tokens": settings.sampling.sub_answer_max_tokens,
+        "top_k": settings.retrieval.top_k,
+        "engine_threads": settings.engine.n_threads,
+        "command": " ".join(sys.argv),
+        "engine_bench": {},
+        "engines": {},
+    }
+    if args.engine_requests:
+        print(f"== engines: {args.engine_requests} requests of {args.engine_max_tokens} tokens")
+        configs = [("llamacpp", 1)] + [("llama-server", s) for s in args.slots]
+        for backend, slots in configs:
+            name = backend if backend == "llamacpp" else f"llama-server-{slots}"
+            engine = build_engine(engine_settings(settings, backend, slots))
+            try:
+                await engine.start()
+                row = await bench_engine(engine, args.engine_requests, args.engine_max_tokens)
+            finally:
+                await engine.close()
+            report["engine_bench"][name] = row
+            save(report, args.out)
+            print(
+                f"  {name}: {row['tok_s']:.1f} tok/s, request p50 {row['latency_p50_s']:.1f} s",
+                flush=True,
+            )
+    questions = pick_questions(args.questions)
+    for spec in args.pipeline_engines:
+        backend, _, slots = spec.partition(":")
+        name = backend if backend == "llamacpp" else f"llama-server-{slots or 4}"
+        print(f"== pipelines on {name}: {len(questions)} questions", flush=True)
+        cfg = engine_settings(settings, backend, int(slots or 4))
+        report["engines"][name] = await bench_pipelines(
+            cfg,
+            questions,
+            args.methods,
+            concurrency=settings.engine.max_concurrency,
+            batched=not args.no_batched,
+        )
+        save(report, args.out)
+    report["loadavg_end"] = os.getloadavg()
+    chosen = args.default_engine or next(iter(report["engines"]), None)
+    if chosen in report["engines"]:
+        run_ = report["engines"][chosen]
+        report["engine"] = f"{chosen}:{settings.engine.model}"
+        report["methods"] = {
+            m: {k: v for k, v in r.items() if k != "questions"} for m, r in run_["methods"].items()
+        }
+        report["eval_q_per_min"] = run_["eval_q_per_min"]
+    return report
+
+
+def print_tables(report: dict[str, Any]) -> None:
+    if report["engine_bench"]:
+        print("\n| engine | tok/s (all requests) | request p50 s | slowest s |")
+        print("|---|---:|---:|---:|")
+        for name, r in report["engine_bench"].items():
+            print(
+                f"| {name} | {r['tok_s']:.1f} | {r['latency_p50_s']:.1f} | {r['latency_max_s']:.1f} |"
+            )
+    if report["engines"]:
+        print("\n| engine | method | p50 s | first event p50 s | q/min batched |")
+        print("|---|---|---:|---:|---:|")
+        for name, run_ in report["engines"].items():
+            for method, m in run_["methods"].items():
+                first = m["first_event_p50_s"]
+                qpm = run_["eval_q_per_min"].get(method)
+                print(
+                    f"| {name} | {method} | {m['p50_s']:.1f} | "
+                    f"{'-' if first is None else f'{first:.2f}'} | "
+                    f"{'-' if qpm is None else f'{qpm:.2f}'} |"
+                )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", help="TOML settings file")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--questions", type=int, default=3, help="pipeline questions (3)")
+    ap.add_argument("--methods", default="rag,typed-rag,llm")
+    ap.add_argument("--max-tokens", type=int, help="sampling.max_tokens (default: settings)")
+    ap.add_argument("--engine-requests", type=int, default=8, help="engine batch size (0: skip)")
+    ap.add_argument("--engine-max-tokens", type=int, default=48)
+    ap.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument(
+        "--pipeline-engines",
+        nargs="*",
+        default=["llamacpp", "llama-server:4"],
+        help="engines for the pipeline part: llamacpp, llama-server:<slots>",
+    )
+    ap.add_argument(
+        "--no-batched", action="store_true", help="skip the answer_many pass (q/min sequential)"
+    )
+    ap.add_argument("--default-engine", help="which pipeline engine the summary reports")
+    ap.add_argument("--out", type=Path, default=Path("results/latency/summary.json"))
+    args = ap.parse_args(argv)
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    overrides: dict[str, Any] = parse_overrides(args.set)
+    if args.max_tokens:
+        overrides["sampling.max_tokens"] = args.max_tokens
+    settings = load_settings(args.config, **overrides)
+    report = asyncio.run(run(args, settings))
+    print_tables(report)
+    save(report, args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
