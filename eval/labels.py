@@ -62,13 +62,6 @@ def default_labels_path(settings: Settings) -> Path:
     return settings.eval.labels_path or settings.home / "eval" / "wikinfqa-labels.json"
 
 
-def restrict(probabilities: Mapping[str, float], allowed: Sequence[str]) -> tuple[str, float]:
-    """Argmax over ``allowed`` labels and its probability renormalised over them."""
-    total = sum(probabilities.get(t, 0.0) for t in allowed)
-    best = max(allowed, key=lambda t: probabilities.get(t, 0.0))
-    return best, (probabilities.get(best, 0.0) / total if total > 0 else 1.0 / len(allowed))
-
-
 def classify_questions(
     records: Sequence[WikiNFQARecord],
     classifier: TypeClassifier,
@@ -81,22 +74,18 @@ def classify_questions(
     out: dict[str, QuestionLabel] = {}
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
-        preds = classifier.predict([r.question for r in chunk], min_confidence)
+        preds = classifier.predict([r.question for r in chunk], min_confidence, allowed=allowed)
         if len(preds) != len(chunk):
             raise RuntimeError(
                 f"classifier returned {len(preds)} predictions for {len(chunk)} questions"
             )
         for rec, pred in zip(chunk, preds, strict=True):
-            if allowed is None:
-                label, prob = pred.type.value, float(pred.top_probability)
-            else:
-                label, prob = restrict(pred.probabilities, allowed)
             out[rec.question_id] = QuestionLabel(
                 question_id=rec.question_id,
                 subset=rec.subset,
-                type=label,
-                probability=round(prob, 6),
-                confident=prob >= min_confidence,
+                type=pred.type.value,
+                probability=round(float(pred.top_probability), 6),
+                confident=bool(pred.confident),
             )
     return out
 

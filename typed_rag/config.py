@@ -125,10 +125,11 @@ class SamplingSettings(BaseModel):
     seed: int = 42
     plan_max_tokens: int = 256
     # Intermediate answers (reason/instruction sub-answers, debate perspectives) feed
-    # the aggregator / mediator, not the user: a smaller budget shortens the longest
-    # request of the sub-answer round. Capped at max_tokens; the final answer keeps it.
-    sub_answer_max_tokens: int = Field(default=192, ge=1)
-    perspective_max_tokens: int = Field(default=192, ge=1)
+    # the aggregator / mediator, not the user: a smaller budget (e.g. 192) shortens the
+    # longest request of the sub-answer round. Capped at max_tokens. The paper's 512 stays
+    # the default until the paired evaluation shows a smaller budget costs no quality.
+    sub_answer_max_tokens: int = Field(default=512, ge=1)
+    perspective_max_tokens: int = Field(default=512, ge=1)
     plan_retries: int = 2
 
 
