@@ -123,12 +123,10 @@ PROB_BACKENDS = ("llamacpp", "fake")
 
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
-    if (
-        settings.eval.judge_protocol == "linkage-prob"
-        and scorer.engine.backend not in PROB_BACKENDS
-    ):
+    protocol = settings.eval.judge_protocol
+    if protocol.startswith("linkage-prob") and scorer.engine.backend not in PROB_BACKENDS:
         raise UserError(
-            f"judge protocol linkage-prob reads token probabilities, which the "
+            f"judge protocol {protocol} reads token probabilities, which the "
             f"{scorer.engine.backend} backend does not expose; use a llamacpp scorer or "
             "--set eval.judge_protocol=linkage"
         )

@@ -325,7 +325,7 @@ class EvalSettings(BaseModel):
     # [[k]] from token probabilities; "linkage-prob-gated" also asks whether the answer
     # addresses the question and ranks it last when not (chosen by the judge-validity
     # benchmark, README); "linkage" decodes a text verdict (any engine, e.g. a server).
-    judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob"
+    judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob-gated"
     # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off

@@ -130,21 +130,31 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
     records = load_wikinfqa(nfqa_dir, "nq,squad").records
     labels = classify_questions(records, KeywordClassifier())
     out = tmp_path / "judge"
-    kwargs = dict(questions=6, pool=4, protocols=["linkage-prob", "rubric-prob"])
+    kwargs = dict(questions=6, pool=4, protocols=["linkage-prob", "relevance-prob", "rubric-prob"])
     kwargs["pool_size"] = kwargs.pop("pool")
     first = run_validity(
-        s, s, records, labels, out, **kwargs, ensembles=["linkage-prob+rubric-prob"]
+        s,
+        s,
+        records,
+        labels,
+        out,
+        **kwargs,
+        ensembles=["linkage-prob+rubric-prob", "linkage-prob*relevance-prob"],
     )
     lines = (out / "judgements.jsonl").read_text().splitlines()
     again = run_validity(s, s, records, labels, out, **kwargs)
     assert (out / "judgements.jsonl").read_text().splitlines() == lines  # nothing re-judged
     assert {r["protocol"] for r in first} == {
         "linkage-prob",
+        "relevance-prob",
         "rubric-prob",
         "linkage-prob+rubric-prob",
+        "linkage-prob-gated",
     }
-    row = next(r for r in again if r["protocol"] == "linkage-prob")
-    assert row["default"] is True and row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
+    assert {r["protocol"] for r in again} == {"linkage-prob", "relevance-prob", "rubric-prob"}
+    (row,) = [r for r in first if r["default"]]  # the default protocol on the generator's model
+    assert row["protocol"] == "linkage-prob-gated"
+    assert row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
     for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "spearman", "n"):
         assert key in row
     assert (

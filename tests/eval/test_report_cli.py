@@ -89,6 +89,8 @@ def test_run_then_report(
     run_dir = tmp_path / "run"
     args = [
         *base_args(tmp_path, nfqa_dir),
+        "--set",
+        "eval.judge_protocol=linkage-prob",  # the scripted verdicts, without the relevance gate
         "eval",
         "run",
         "--subsets",
@@ -222,7 +224,7 @@ def test_cli_errors_are_clear(
     # The default judge reads token probabilities: a scorer that cannot give them is refused.
     args[args.index("gpt5")] = "openai"
     assert main(args) == 2
-    assert "linkage-prob reads token probabilities" in capsys.readouterr().err
+    assert "reads token probabilities" in capsys.readouterr().err
 
 
 def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Path) -> None:
