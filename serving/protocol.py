@@ -51,27 +51,135 @@ class StreamOptions(BaseModel):
     include_usage: bool | None = None
 
 
-class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``. The mode is the ``model`` name."""
+class JSONSchemaFormat(BaseModel):
+    """``response_format.json_schema``: the schema the final answer is decoded under."""
 
-    # Unknown OpenAI fields (user, metadata, ...) are accepted and ignored,
-    # like the OpenAI API does for fields it no longer uses.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str = Field(default="response", max_length=64)
+    description: str | None = None
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """``response_format``: plain text, any JSON object, or JSON under a given schema."""
+
     model_config = ConfigDict(extra="ignore")
 
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    def schema_for_engine(self) -> dict[str, Any] | None:
+        """The JSON schema the final generation is constrained to (None for text)."""
+        if self.type == "text":
+            return None
+        if self.type == "json_object":
+            return {"type": "object"}
+        assert self.json_schema is not None
+        return self.json_schema.schema_ or {"type": "object"}
+
+
+# What happens to each field of an OpenAI chat-completion request (the names
+# are those of ``openai.types.chat.CompletionCreateParams``; a test checks this
+# table against the installed SDK). "honoured": applied; "rejected": a value
+# other than the neutral one is a 400 naming the field; "ignored": accepted,
+# has no effect, and is listed in ``typed_rag.ignored_params`` when set.
+FIELD_POLICY: dict[str, tuple[Literal["honoured", "rejected", "ignored"], str]] = {
+    "messages": (
+        "honoured",
+        "last user message is the question; earlier turns resolve "
+        "follow-ups; system/developer messages instruct the final answer",
+    ),
+    "model": ("honoured", "the mode: typed-rag, rag or llm"),
+    "stream": ("honoured", "server-sent events"),
+    "stream_options": ("honoured", "usage is always sent in the last chunk"),
+    "temperature": ("honoured", "every generation of the request"),
+    "top_p": ("honoured", "every generation of the request"),
+    "max_tokens": ("honoured", "per generation; finish_reason is 'length' when it cut the answer"),
+    "max_completion_tokens": ("honoured", "as max_tokens (wins over it)"),
+    "seed": ("honoured", "seeds every generation"),
+    "stop": ("honoured", "up to 4 stop strings, applied to the final answer"),
+    "response_format": (
+        "honoured",
+        "text, json_object or json_schema: the final answer is decoded under the schema",
+    ),
+    "n": ("rejected", "only n=1"),
+    "logprobs": ("rejected", "only false: token log-probabilities are not returned"),
+    "top_logprobs": ("rejected", "log-probabilities are not returned"),
+    "logit_bias": ("rejected", "only empty"),
+    "tool_choice": ("rejected", "only 'none' or 'auto': the model never calls tools"),
+    "function_call": ("rejected", "only 'none' or 'auto': the model never calls functions"),
+    "audio": ("rejected", "text only"),
+    "modalities": ("rejected", "only ['text']"),
+    "web_search_options": ("rejected", "answers come from the server's own corpus"),
+    "moderation": ("rejected", "no moderation is run, so none can be promised"),
+    "tools": ("ignored", "accepted for clients that always send them; never called"),
+    "functions": ("ignored", "accepted for clients that always send them; never called"),
+    "parallel_tool_calls": ("ignored", "no tools are called"),
+    "presence_penalty": ("ignored", "the prompts end answers themselves"),
+    "frequency_penalty": ("ignored", "the prompts end answers themselves"),
+    "prediction": ("ignored", "a speed hint; no effect on the answer"),
+    "user": ("ignored", "not stored"),
+    "metadata": ("ignored", "not stored"),
+    "store": ("ignored", "nothing is stored"),
+    "service_tier": ("ignored", "one tier"),
+    "prompt_cache_key": ("ignored", "no prompt cache keyed by client"),
+    "prompt_cache_options": ("ignored", "no prompt cache keyed by client"),
+    "prompt_cache_retention": ("ignored", "no prompt cache keyed by client"),
+    "safety_identifier": ("ignored", "not stored"),
+    "reasoning_effort": ("ignored", "not a reasoning model"),
+    "verbosity": ("ignored", "answer length follows the question type"),
+}
+TYPED_RAG_FIELDS = ("top_k", "force_type", "include_trace")
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions``. The mode is the ``model`` name.
+
+    Every OpenAI field is declared (see :data:`FIELD_POLICY`); fields nobody
+    knows are accepted and reported back in ``typed_rag.ignored_params``.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
     model: str = "typed-rag"
-    messages: list[ChatMessage]
+    messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    n: int | None = Field(default=None, ge=1, le=1)
     stop: str | list[str] | None = None
+    response_format: ResponseFormat | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    logit_bias: dict[str, float] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    function_call: str | dict[str, Any] | None = None
+    audio: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    web_search_options: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    functions: list[dict[str, Any]] | None = None
+    parallel_tool_calls: bool | None = None
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    prediction: dict[str, Any] | None = None
     user: str | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    prompt_cache_retention: str | None = None
+    safety_identifier: str | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
     # Typed-RAG extras
     top_k: int | None = Field(default=None, ge=1, le=100)
     force_type: str | None = None
@@ -84,6 +192,23 @@ class ChatCompletionRequest(BaseModel):
             return None
         return QuestionType.parse(value).value
 
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, value: str | list[str] | None) -> str | list[str] | None:
+        items = [value] if isinstance(value, str) else value or []
+        if len(items) > 4:
+            raise ValueError("at most 4 stop strings")
+        if any(not s for s in items):
+            raise ValueError("stop strings must not be empty")
+        return value
+
+    def stop_strings(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def output_schema(self) -> dict[str, Any] | None:
+        fmt = self.response_format
+        return fmt.schema_for_engine() if fmt is not None else None
+
     def sampling(self) -> dict[str, Any]:
         """Sampling fields the client set; they override ``settings.sampling`` for this request."""
         return {
@@ -92,11 +217,46 @@ class ChatCompletionRequest(BaseModel):
             "max_tokens": self.max_completion_tokens or self.max_tokens,
         }
 
+    def engine_seed(self) -> int | None:
+        """The seed folded into 32 bits (what llama.cpp takes); any int64 is accepted."""
+        return None if self.seed is None else self.seed % 2**32
+
+    def rejected(self) -> tuple[str, str] | None:
+        """``(field, why)`` for the first field set to something this server cannot do."""
+        if self.logprobs:
+            return "logprobs", "token log-probabilities are not available; send logprobs=false"
+        if self.top_logprobs:
+            return "top_logprobs", "token log-probabilities are not available"
+        if self.logit_bias:
+            return "logit_bias", "logit_bias is not supported; send it empty or leave it out"
+        for name in ("tool_choice", "function_call"):
+            value = getattr(self, name)
+            if value is not None and value not in ("none", "auto"):
+                return name, f"{name} {value!r} cannot be honoured: the model never calls tools"
+        if self.audio is not None:
+            return "audio", "audio output is not supported; this server answers in text"
+        if self.modalities is not None and any(m != "text" for m in self.modalities):
+            return "modalities", "only the 'text' modality is supported"
+        if self.web_search_options is not None:
+            return "web_search_options", "web search is not available; answers use the corpus"
+        if self.moderation is not None:
+            return "moderation", "moderation is not available on this server"
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
+            return "response_format.json_schema", "type 'json_schema' needs a 'json_schema' object"
+        return None
+
     def ignored_params(self) -> list[str]:
-        """Fields the client set that Typed-RAG does not apply (its prompts end answers
-        themselves). Reported in the ``typed_rag`` object, never silently dropped."""
-        names = ("stop", "presence_penalty", "frequency_penalty")
-        return [n for n in names if getattr(self, n) is not None]
+        """Fields the client set that Typed-RAG does not apply: reported in the
+        ``typed_rag`` object, never silently dropped. Unknown fields are included."""
+        names = [n for n, (cls, _) in FIELD_POLICY.items() if cls == "ignored"]
+        neutral: dict[str, Any] = {"presence_penalty": 0.0, "frequency_penalty": 0.0}
+        out = [
+            n
+            for n in names
+            if getattr(self, n) is not None and getattr(self, n) != neutral.get(n, object())
+        ]
+        return out + sorted(self.model_extra or {})
 
 
 class UsageInfo(BaseModel):
@@ -121,6 +281,8 @@ class TypedRAGInfo(BaseModel):
     """What Typed-RAG decided and did: sent as the response's ``typed_rag`` object."""
 
     mode: str
+    # The follow-up made standalone from the conversation (None without earlier turns).
+    rewrite: dict[str, Any] | None = None
     type: str | None = None
     predicted_type: str | None = None
     type_source: str | None = None
@@ -147,6 +309,7 @@ class TypedRAGInfo(BaseModel):
     ) -> TypedRAGInfo:
         return cls(
             mode=result.mode,
+            rewrite=result.rewrite,
             type=result.type,
             predicted_type=result.predicted_type,
             type_source=result.type_source,
@@ -245,3 +408,27 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every failure: the OpenAI error shape."""
+
+    error: ErrorInfo
+
+
+class Health(BaseModel):
+    """``GET /health``: ``ok`` when ready; ``loading``, ``failed``, ``unhealthy`` or ``closed``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    engine: str
+    model: str
+    error: str | None = None

@@ -11,7 +11,6 @@ has begun.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,6 +24,16 @@ from starlette.types import Receive, Scope, Send
 
 from serving import errors
 from serving.admission import Admission, Slot
+from serving.bodies import (
+    CHARS_PER_TOKEN,
+    PASSAGE_TOKENS,
+    PROMPT_TOKENS,
+    check_output_schema,
+    check_unicode,
+    context_window,
+    decode_json,
+    window_setting,
+)
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
 from serving.protocol import (
@@ -41,7 +50,8 @@ from serving.protocol import (
     usage_of,
 )
 from serving.state import ServerState
-from typed_rag.engines.base import EngineError
+from typed_rag.conversation import ChatOptions, Turn
+from typed_rag.engines.base import ContextLengthError, EngineError
 from typed_rag.errors import UserError
 from typed_rag.result import Result
 
@@ -52,6 +62,7 @@ T = TypeVar("T")
 CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen in metrics/logs
 DONE = "data: [DONE]\n\n"
 KEEPALIVE = ": keep-alive\n\n"  # an SSE comment; clients (and the openai SDK) skip it
+SYSTEM_ROLES = ("system", "developer")
 
 
 class ClientDisconnected(Exception):
@@ -96,6 +107,12 @@ class OpenAIServingChat:
     # -- request parsing -------------------------------------------------
 
     async def parse(self, raw: Request) -> ChatCompletionRequest:
+        """The validated request, or an :class:`APIError` (400/413) naming what is wrong.
+
+        The body's size and nesting depth are checked before it is decoded, and
+        strings must be valid Unicode (no unpaired surrogates), so no body can
+        reach the decoder's recursion limit or the tokenizer's encoding.
+        """
         content_type = raw.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             raise errors.bad_request(
@@ -103,14 +120,10 @@ class OpenAIServingChat:
                 code="invalid_content_type",
             )
         body = await self._read_body(raw)
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(
-                f"request body is not valid JSON: {exc}", code="invalid_json"
-            ) from None
+        data = decode_json(body, self.server.max_json_depth)
         if not isinstance(data, dict):
             raise errors.bad_request("request body must be a JSON object", code="invalid_json")
+        check_unicode(data)
         try:
             req = ChatCompletionRequest.model_validate(data)
         except ValidationError as exc:
@@ -121,6 +134,11 @@ class OpenAIServingChat:
                 param="model",
                 code="model_not_found",
             )
+        rejected = req.rejected()
+        if rejected is not None:
+            param, why = rejected
+            raise errors.bad_request(why, param=param, code="unsupported_parameter")
+        check_output_schema(req.output_schema())
         return req
 
     async def _read_body(self, raw: Request) -> bytes:
@@ -148,10 +166,12 @@ class OpenAIServingChat:
             ) from None
         return b"".join(chunks)
 
-    def question_of(self, req: ChatCompletionRequest) -> str:
-        """The last user message: Typed-RAG answers one question, the rest is context only."""
-        if not req.messages:
-            raise errors.bad_request("'messages' must not be empty", param="messages")
+    def question_of(self, req: ChatCompletionRequest) -> tuple[str, ChatOptions]:
+        """The last user message (the question) and what the rest of the request adds.
+
+        Earlier user/assistant turns become the conversation a follow-up is
+        rewritten from; system and developer messages instruct the final answer.
+        """
         users = [i for i, m in enumerate(req.messages) if m.role == "user"]
         if not users:
             raise errors.bad_request(
@@ -172,7 +192,64 @@ class OpenAIServingChat:
                 param=f"messages.{last}.content",
                 code="input_too_long",
             )
-        return question
+        system_parts = [
+            (i, m.text().strip()) for i, m in enumerate(req.messages) if m.role in SYSTEM_ROLES
+        ]
+        system = "\n\n".join(text for _, text in system_parts if text)
+        if len(system) > limit:
+            first = system_parts[0][0]
+            raise errors.bad_request(
+                f"the system/developer messages have {len(system)} characters together; "
+                f"this server accepts at most {limit} (server.max_input_chars)",
+                param=f"messages.{first}.content",
+                code="input_too_long",
+            )
+        history = [
+            Turn(role=m.role, text=m.text())
+            for m in req.messages[:last]
+            if m.role not in SYSTEM_ROLES and m.text().strip()
+        ]
+        options = ChatOptions(
+            history=history,
+            system=system,
+            stop=req.stop_strings(),
+            json_schema=req.output_schema(),
+        )
+        self._check_context(req, question, system)
+        return question, options
+
+    def _check_context(self, req: ChatCompletionRequest, question: str, system: str) -> None:
+        """Refuse (400) a request whose final prompt cannot fit the model's context.
+
+        Checked before any engine call, from an estimate: ``top_k`` passages of
+        at most :data:`PASSAGE_TOKENS` tokens, the question and system text, the
+        prompt's own instructions, and ``max_tokens`` kept free for the answer.
+        """
+        window = context_window(self.state.settings)
+        if window is None:
+            return
+        settings = self.state.settings
+        answer = req.max_completion_tokens or req.max_tokens or settings.sampling.max_tokens
+        fixed = PROMPT_TOKENS + (len(question) + len(system)) // CHARS_PER_TOKEN
+        if answer + fixed + PASSAGE_TOKENS > window:
+            param = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
+            raise errors.bad_request(
+                f"{param}={answer} leaves no room for the prompt in the model's context of "
+                f"{window} tokens ({window_setting(settings)}); use at most "
+                f"{max(1, window - fixed - PASSAGE_TOKENS)}",
+                param=param,
+                code="context_length_exceeded",
+            )
+        top_k = req.top_k or settings.retrieval.top_k
+        fits = (window - answer - fixed) // PASSAGE_TOKENS
+        if req.model != "llm" and top_k > fits:
+            raise errors.bad_request(
+                f"top_k={top_k} passages (up to ~{PASSAGE_TOKENS} tokens each) and "
+                f"{answer} answer tokens do not fit the model's context of {window} tokens "
+                f"({window_setting(settings)}); use top_k <= {fits}",
+                param="top_k",
+                code="context_length_exceeded",
+            )
 
     # -- the endpoint ----------------------------------------------------
 
@@ -182,7 +259,7 @@ class OpenAIServingChat:
         try:
             req = await self.parse(raw)
             mode = req.model
-            question = self.question_of(req)
+            question, chat = self.question_of(req)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "
@@ -198,9 +275,13 @@ class OpenAIServingChat:
         deadline = asyncio.get_running_loop().time() + self.server.request_timeout_s
         request_id = completion_id()
         if req.stream:
-            return await self._start_stream(raw, req, question, slot, deadline, request_id, started)
+            return await self._start_stream(
+                raw, req, question, chat, slot, deadline, request_id, started
+            )
         try:
-            result = await self._guarded(raw, slot, deadline, lambda: self._answer(req, question))
+            result = await self._guarded(
+                raw, slot, deadline, lambda: self._answer(req, question, chat)
+            )
         except ClientDisconnected:
             self._count_cancel(request_id, mode)
             return Response(status_code=CLIENT_CLOSED)
@@ -218,7 +299,12 @@ class OpenAIServingChat:
         response = ChatCompletionResponse(
             id=request_id,
             model=req.model,
-            choices=[Choice(message=AssistantMessage(content=result.answer))],
+            choices=[
+                Choice(
+                    message=AssistantMessage(content=result.answer),
+                    finish_reason=result.finish_reason,
+                )
+            ],
             usage=usage_of(result),
             typed_rag=self._info(req, result, latency),
         )
@@ -260,18 +346,21 @@ class OpenAIServingChat:
             raise ClientDisconnected
         raise errors.timeout(self.server.request_timeout_s)
 
-    def _answer_kwargs(self, req: ChatCompletionRequest) -> dict[str, Any]:
+    def _answer_kwargs(self, req: ChatCompletionRequest, chat: ChatOptions) -> dict[str, Any]:
         return {
             "mode": req.model,
             "force_type": req.force_type,
             "top_k": req.top_k,
-            "seed": req.seed,
+            "seed": req.engine_seed(),
             "sampling": req.sampling(),
+            "chat": chat,
         }
 
-    async def _answer(self, req: ChatCompletionRequest, question: str) -> Result:
+    async def _answer(self, req: ChatCompletionRequest, question: str, chat: ChatOptions) -> Result:
         try:
-            return await self.state.rag.answer(question, **self._answer_kwargs(req))
+            return await self.state.rag.answer(question, **self._answer_kwargs(req, chat))
+        except ContextLengthError as exc:
+            raise _context_error(exc) from None
         except UserError as exc:
             raise errors.bad_request(str(exc)) from None
 
@@ -282,6 +371,7 @@ class OpenAIServingChat:
         raw: Request,
         req: ChatCompletionRequest,
         question: str,
+        chat: ChatOptions,
         slot: Slot,
         deadline: float,
         request_id: str,
@@ -299,13 +389,14 @@ class OpenAIServingChat:
             slot.release()
             self.metrics.observe_error(req.model, exc.status, exc.code)
             return exc.response()
-        events = self._stream_events(req, question, deadline, request_id, started)
+        events = self._stream_events(req, question, chat, deadline, request_id, started)
         return SSEResponse(events, on_close=slot.release)
 
     async def _stream_events(
         self,
         req: ChatCompletionRequest,
         question: str,
+        chat: ChatOptions,
         deadline: float,
         request_id: str,
         started: float,
@@ -325,7 +416,7 @@ class OpenAIServingChat:
         # one task); this generator only forwards its events, so it can send
         # keep-alive comments while a long plan round runs and stop the work
         # at the deadline or when the client leaves.
-        stream = self.state.rag.answer_stream(question, **self._answer_kwargs(req))
+        stream = self.state.rag.answer_stream(question, **self._answer_kwargs(req, chat))
         pump = _Pump(stream)
         loop = asyncio.get_running_loop()
         result: Result | None = None
@@ -356,7 +447,7 @@ class OpenAIServingChat:
             latency = time.perf_counter() - started
             yield chunk(
                 DeltaMessage(),
-                finish="stop",
+                finish=result.finish_reason,
                 usage=usage_of(result),
                 typed_rag=self._info(req, result, latency),
             )
@@ -367,6 +458,8 @@ class OpenAIServingChat:
             raise
         except APIError as exc:
             error = exc
+        except ContextLengthError as exc:
+            error = _context_error(exc)
         except UserError as exc:
             error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
@@ -434,12 +527,19 @@ class OpenAIServingChat:
         return errors.internal()
 
 
+def _context_error(exc: ContextLengthError) -> APIError:
+    """The engine found a prompt longer than its context: the request's fault, not a 503."""
+    return errors.bad_request(str(exc), param="messages", code="context_length_exceeded")
+
+
 def _from_validation(exc: ValidationError) -> APIError:
     first = exc.errors()[0]
     param = ".".join(str(p) for p in first.get("loc", ())) or None
     msg = first.get("msg", "invalid value")
     if param == "messages" and first.get("type") == "missing":
         return errors.bad_request("'messages' is required", param="messages")
+    if param == "messages" and first.get("type") == "too_short":
+        return errors.bad_request("'messages' must not be empty", param="messages")
     more = len(exc.errors()) - 1
     extra = f" (and {more} more problem(s))" if more else ""
     return errors.bad_request(f"invalid '{param}': {msg}{extra}", param=param, code="invalid_value")

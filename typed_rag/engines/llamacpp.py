@@ -31,7 +31,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from typed_rag.engines.base import ChatRequest, ChatResult, Engine, EngineError, StreamDelta
+from typed_rag.engines.base import (
+    ChatRequest,
+    ChatResult,
+    ContextLengthError,
+    Engine,
+    EngineError,
+    StreamDelta,
+)
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +276,7 @@ class LlamaCppEngine(Engine):
         ids, template_stop, template_criteria = self.prompt_tokens(req.messages)
         room = self.n_ctx - len(ids)
         if room < 1:
-            raise EngineError(
+            raise ContextLengthError(
                 f"prompt is {len(ids)} tokens, longer than the context window "
                 f"(engine.n_ctx={self.n_ctx})"
             )

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from typed_rag.config import SamplingSettings, Settings
@@ -55,6 +55,9 @@ class Context:
     sampling: SamplingSettings | None = None  # per-request override of settings.sampling
     # Include/exclude subtopics detected in the question (``question`` is then its core).
     constraints: Constraints | None = None
+    # The asker's stop strings and output schema: the final generation only.
+    stop: list[str] | None = None
+    output_schema: dict[str, Any] | None = None
     rounds: int = 0
     _cited: dict[str, CitedPassage] = field(default_factory=dict)
 
@@ -169,10 +172,12 @@ class Context:
         return done.items
 
     def final_request(self, final: Final) -> ChatRequest:
-        return self.request(final.messages)
+        req = self.request(final.messages, json_schema=self.output_schema)
+        return replace(req, stop=list(self.stop)) if self.stop else req
 
     async def run_final(self, final: Final) -> str:
         (res,) = await self.generate(final.step, [self.final_request(final)], stage="generate")
+        self.result.finish_reason = "length" if res.finish_reason == "length" else "stop"
         return res.text
 
     async def stream_final(self, final: Final) -> AsyncIterator[str]:
@@ -185,6 +190,8 @@ class Context:
                     yield delta.text
                 if delta.result is not None:
                     self.record(final.step, delta.result)
+                    length = delta.result.finish_reason == "length"
+                    self.result.finish_reason = "length" if length else "stop"
         finally:
             timings = self.result.timings
             timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - start
