@@ -107,7 +107,7 @@ def create_app(
         return Response(metrics.render(), media_type=metrics.content_type)
 
     _install_error_handlers(app, metrics)
-    openapi.install(app, auth=bool(server.api_key))
+    openapi.install(app, auth=bool(server.api_key), max_input_chars=server.max_input_chars)
     if server.ui:
         _mount_ui(app, settings)
     return app

@@ -8,6 +8,7 @@ and its body, and both content types of a 200 (JSON, or an SSE stream).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,6 +23,7 @@ from serving.protocol import (
     Health,
     ModelList,
 )
+from typed_rag.types import QuestionType
 
 REF = "#/components/schemas/{model}"
 
@@ -38,6 +40,15 @@ SSE_DESCRIPTION = (
     "With `stream: true`: `data: {chunk}` events (chat.completion.chunk), then "
     "`data: [DONE]`; a failure after the stream began arrives as `data: {error}`."
 )
+
+
+# One server-sent event; ``data`` is a chat.completion.chunk, an error object
+# (both JSON) or ``[DONE]``.
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+    "required": ["data"],
+}
 
 
 def _schemas(*models: type[BaseModel]) -> dict[str, Any]:
@@ -61,7 +72,40 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
 
 
-def install(app: FastAPI, *, auth: bool) -> None:
+def _request_schema(components: dict[str, Any], max_input_chars: int) -> None:
+    """What validation adds beyond the pydantic model: the mode names, the type labels,
+    and the per-message length limit of this server."""
+    request = components["ChatCompletionRequest"]
+    request["properties"]["model"]["enum"] = list(MODES)
+    labels = [t.value for t in QuestionType]
+    request["properties"]["force_type"] = {
+        "anyOf": [{"enum": [*labels, *(v.lower() for v in labels), ""]}, {"type": "null"}],
+        "default": None,
+        "description": "skip the classifier: a question type label (any case)",
+    }
+    for name in ("UserMessage", "OtherMessage"):
+        content = components[name]["properties"]["content"]
+        for option in content["anyOf"]:
+            if option.get("type") == "string" and name == "UserMessage":
+                option["maxLength"] = max_input_chars
+    # System and developer messages have the same limit: split them off.
+    other = components["OtherMessage"]
+    system = json.loads(json.dumps(other))
+    system["title"] = "SystemMessage"
+    system["properties"]["role"] = {"enum": ["system", "developer"], "type": "string"}
+    for option in system["properties"]["content"]["anyOf"]:
+        if option.get("type") == "string":
+            option["maxLength"] = max_input_chars
+    components["SystemMessage"] = system
+    other["properties"]["role"] = {"enum": ["assistant", "tool"], "type": "string"}
+    items = request["properties"]["messages"]["items"]
+    items["oneOf"].append({"$ref": REF.format(model="SystemMessage")})
+    mapping = items["discriminator"]["mapping"]
+    for role in ("system", "developer"):
+        mapping[role] = REF.format(model="SystemMessage")
+
+
+def install(app: FastAPI, *, auth: bool, max_input_chars: int) -> None:
     """Replace ``app.openapi`` with the document built here (cached after the first call)."""
 
     def build() -> dict[str, Any]:
@@ -75,8 +119,7 @@ def install(app: FastAPI, *, auth: bool) -> None:
             _schemas(ChatCompletionRequest, ChatCompletionResponse, ErrorResponse, ModelList)
         )
         components.update(_schemas(Health))
-        request = components["ChatCompletionRequest"]
-        request["properties"]["model"]["enum"] = list(MODES)
+        _request_schema(components, max_input_chars)
         auth_errors = (401,) if auth else ()
         paths = doc["paths"]
         chat = paths["/v1/chat/completions"]["post"]
@@ -86,7 +129,7 @@ def install(app: FastAPI, *, auth: bool) -> None:
                 "description": "the answer; " + SSE_DESCRIPTION,
                 "content": {
                     **_json("ChatCompletionResponse"),
-                    "text/event-stream": {"schema": {"type": "string"}},
+                    "text/event-stream": {"schema": SSE_EVENT},
                 },
             },
             **_errors(400, *auth_errors, 413, 429, 500, 503, 504),

@@ -11,9 +11,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
 
 from typed_rag.result import Result
 from typed_rag.types import QuestionType
@@ -21,32 +30,80 @@ from typed_rag.types import QuestionType
 MODES: tuple[str, ...] = ("typed-rag", "rag", "llm")
 
 
+# Request models are strict (no "0.5" for a number, no "true" for a bool), so
+# the server accepts exactly what the OpenAPI schema, generated from them, says.
+STRICT = ConfigDict(extra="ignore", strict=True)
+NonBlank = Annotated[str, StringConstraints(pattern=r"\S")]
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema counts 2.0 as an integer; so does the server (strict ints refuse bools)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Int(ge: int, le: int) -> Any:  # noqa: N802 - reads as a type
+    """An integer in ``[ge, le]``; JSON numbers like 2.0 count as integers."""
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_integral)]
+
+
+def _false(value: bool) -> bool:
+    if value:
+        raise ValueError("Input should be false")
+    return value
+
+
+# ``false`` only (a bare Literal[False] would also take 0).
+FalseOnly = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
+
+
 class TextPart(BaseModel):
     """One part of a message whose content is a list; only text is understood."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = STRICT
 
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class UserTextPart(TextPart):
+    text: NonBlank
 
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+
+class _Message(BaseModel):
+    model_config = STRICT
+
     name: str | None = None
 
     def text(self) -> str:
-        if self.content is None:
+        content = getattr(self, "content", None)
+        if content is None:
             return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part.text for part in self.content)
+        if isinstance(content, str):
+            return content
+        return "".join(part.text for part in content)
+
+
+class UserMessage(_Message):
+    """A user turn: the last one is the question, so none may be blank."""
+
+    role: Literal["user"]
+    content: NonBlank | Annotated[list[UserTextPart], Field(min_length=1)]
+
+
+class OtherMessage(_Message):
+    """System/developer (instructions for the answer), assistant and tool turns (history)."""
+
+    role: Literal["system", "developer", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+
+
+ChatMessage = Annotated[UserMessage | OtherMessage, Field(discriminator="role")]
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = STRICT
 
     include_usage: bool | None = None
 
@@ -54,7 +111,7 @@ class StreamOptions(BaseModel):
 class JSONSchemaFormat(BaseModel):
     """``response_format.json_schema``: the schema the final answer is decoded under."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
 
     name: str = Field(default="response", max_length=64)
     description: str | None = None
@@ -62,22 +119,37 @@ class JSONSchemaFormat(BaseModel):
     strict: bool | None = None
 
 
-class ResponseFormat(BaseModel):
-    """``response_format``: plain text, any JSON object, or JSON under a given schema."""
+class TextFormat(BaseModel):
+    model_config = STRICT
 
-    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
 
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: JSONSchemaFormat | None = None
 
-    def schema_for_engine(self) -> dict[str, Any] | None:
-        """The JSON schema the final generation is constrained to (None for text)."""
-        if self.type == "text":
-            return None
-        if self.type == "json_object":
-            return {"type": "object"}
-        assert self.json_schema is not None
-        return self.json_schema.schema_ or {"type": "object"}
+class JSONObjectFormat(BaseModel):
+    model_config = STRICT
+
+    type: Literal["json_object"]
+
+
+class JSONSchemaResponseFormat(BaseModel):
+    model_config = STRICT
+
+    type: Literal["json_schema"]
+    json_schema: JSONSchemaFormat
+
+
+ResponseFormat = Annotated[
+    TextFormat | JSONObjectFormat | JSONSchemaResponseFormat, Field(discriminator="type")
+]
+
+
+def schema_for_engine(fmt: Any) -> dict[str, Any] | None:
+    """The JSON schema the final generation is constrained to (None for text)."""
+    if isinstance(fmt, JSONObjectFormat):
+        return {"type": "object"}
+    if isinstance(fmt, JSONSchemaResponseFormat):
+        return fmt.json_schema.schema_ or {"type": "object"}
+    return None
 
 
 # What happens to each field of an OpenAI chat-completion request (the names
@@ -132,6 +204,7 @@ FIELD_POLICY: dict[str, tuple[Literal["honoured", "rejected", "ignored"], str]] 
     "verbosity": ("ignored", "answer length follows the question type"),
 }
 TYPED_RAG_FIELDS = ("top_k", "force_type", "include_trace")
+StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=4)]
 
 
 class ChatCompletionRequest(BaseModel):
@@ -141,29 +214,39 @@ class ChatCompletionRequest(BaseModel):
     knows are accepted and reported back in ``typed_rag.ignored_params``.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str = "typed-rag"
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        json_schema_extra={
+            "contains": {
+                "type": "object",
+                "properties": {"role": {"const": "user"}},
+                "required": ["role"],
+            },
+        },
+    )
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
-    n: int | None = Field(default=None, ge=1, le=1)
-    stop: str | list[str] | None = None
+    max_tokens: Int(1, 2**31 - 1) | None = None
+    max_completion_tokens: Int(1, 2**31 - 1) | None = None
+    seed: Int(-(2**63), 2**63 - 1) | None = None
+    stop: Annotated[str, Field(min_length=1)] | StopList | None = None
     response_format: ResponseFormat | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    logit_bias: dict[str, float] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    function_call: str | dict[str, Any] | None = None
-    audio: dict[str, Any] | None = None
-    modalities: list[str] | None = None
-    web_search_options: dict[str, Any] | None = None
-    moderation: dict[str, Any] | None = None
+    # Rejected fields: only their neutral values validate (see FIELD_POLICY).
+    n: Int(1, 1) | None = None
+    logprobs: FalseOnly | None = None
+    top_logprobs: Int(0, 0) | None = None
+    logit_bias: Annotated[dict[str, float], Field(max_length=0)] | None = None
+    tool_choice: Literal["none", "auto"] | None = None
+    function_call: Literal["none", "auto"] | None = None
+    audio: None = None
+    modalities: list[Literal["text"]] | None = None
+    web_search_options: None = None
+    moderation: None = None
     tools: list[dict[str, Any]] | None = None
     functions: list[dict[str, Any]] | None = None
     parallel_tool_calls: bool | None = None
@@ -181,7 +264,7 @@ class ChatCompletionRequest(BaseModel):
     reasoning_effort: str | None = None
     verbosity: str | None = None
     # Typed-RAG extras
-    top_k: int | None = Field(default=None, ge=1, le=100)
+    top_k: Int(1, 100) | None = None
     force_type: str | None = None
     include_trace: bool = False
 
@@ -192,22 +275,11 @@ class ChatCompletionRequest(BaseModel):
             return None
         return QuestionType.parse(value).value
 
-    @field_validator("stop")
-    @classmethod
-    def _stop_strings(cls, value: str | list[str] | None) -> str | list[str] | None:
-        items = [value] if isinstance(value, str) else value or []
-        if len(items) > 4:
-            raise ValueError("at most 4 stop strings")
-        if any(not s for s in items):
-            raise ValueError("stop strings must not be empty")
-        return value
-
     def stop_strings(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
 
     def output_schema(self) -> dict[str, Any] | None:
-        fmt = self.response_format
-        return fmt.schema_for_engine() if fmt is not None else None
+        return schema_for_engine(self.response_format)
 
     def sampling(self) -> dict[str, Any]:
         """Sampling fields the client set; they override ``settings.sampling`` for this request."""
@@ -220,31 +292,6 @@ class ChatCompletionRequest(BaseModel):
     def engine_seed(self) -> int | None:
         """The seed folded into 32 bits (what llama.cpp takes); any int64 is accepted."""
         return None if self.seed is None else self.seed % 2**32
-
-    def rejected(self) -> tuple[str, str] | None:
-        """``(field, why)`` for the first field set to something this server cannot do."""
-        if self.logprobs:
-            return "logprobs", "token log-probabilities are not available; send logprobs=false"
-        if self.top_logprobs:
-            return "top_logprobs", "token log-probabilities are not available"
-        if self.logit_bias:
-            return "logit_bias", "logit_bias is not supported; send it empty or leave it out"
-        for name in ("tool_choice", "function_call"):
-            value = getattr(self, name)
-            if value is not None and value not in ("none", "auto"):
-                return name, f"{name} {value!r} cannot be honoured: the model never calls tools"
-        if self.audio is not None:
-            return "audio", "audio output is not supported; this server answers in text"
-        if self.modalities is not None and any(m != "text" for m in self.modalities):
-            return "modalities", "only the 'text' modality is supported"
-        if self.web_search_options is not None:
-            return "web_search_options", "web search is not available; answers use the corpus"
-        if self.moderation is not None:
-            return "moderation", "moderation is not available on this server"
-        fmt = self.response_format
-        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
-            return "response_format.json_schema", "type 'json_schema' needs a 'json_schema' object"
-        return None
 
     def ignored_params(self) -> list[str]:
         """Fields the client set that Typed-RAG does not apply: reported in the

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -37,6 +38,7 @@ from serving.bodies import (
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
 from serving.protocol import (
+    FIELD_POLICY,
     MODES,
     AssistantMessage,
     ChatCompletionChunk,
@@ -63,6 +65,16 @@ CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen
 DONE = "data: [DONE]\n\n"
 KEEPALIVE = ": keep-alive\n\n"  # an SSE comment; clients (and the openai SDK) skip it
 SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated request's question, what the chat adds, and the fitted ``top_k``."""
+
+    question: str
+    chat: ChatOptions
+    top_k: int | None
+    notes: list[str]
 
 
 class ClientDisconnected(Exception):
@@ -134,10 +146,6 @@ class OpenAIServingChat:
                 param="model",
                 code="model_not_found",
             )
-        rejected = req.rejected()
-        if rejected is not None:
-            param, why = rejected
-            raise errors.bad_request(why, param=param, code="unsupported_parameter")
         check_output_schema(req.output_schema())
         return req
 
@@ -166,12 +174,24 @@ class OpenAIServingChat:
             ) from None
         return b"".join(chunks)
 
-    def question_of(self, req: ChatCompletionRequest) -> tuple[str, ChatOptions]:
+    def question_of(self, req: ChatCompletionRequest) -> Prepared:
         """The last user message (the question) and what the rest of the request adds.
 
         Earlier user/assistant turns become the conversation a follow-up is
         rewritten from; system and developer messages instruct the final answer.
+        Each user or system message may have ``server.max_input_chars`` characters
+        (the OpenAPI schema says so too); blank user messages fail validation.
         """
+        limit = self.server.max_input_chars
+        for i, m in enumerate(req.messages):
+            size = len(m.text())
+            if m.role in ("user", *SYSTEM_ROLES) and size > limit:
+                raise errors.bad_request(
+                    f"messages[{i}] ({m.role}) has {size} characters; this server accepts "
+                    f"at most {limit} per message (server.max_input_chars)",
+                    param=f"messages.{i}.content",
+                    code="input_too_long",
+                )
         users = [i for i, m in enumerate(req.messages) if m.role == "user"]
         if not users:
             raise errors.bad_request(
@@ -179,77 +199,59 @@ class OpenAIServingChat:
             )
         last = users[-1]
         question = req.messages[last].text().strip()
-        if not question:
-            raise errors.bad_request(
-                f"the last user message (messages[{last}]) is empty",
-                param=f"messages.{last}.content",
-            )
-        limit = self.server.max_input_chars
-        if len(question) > limit:
-            raise errors.bad_request(
-                f"the question in messages[{last}] has {len(question)} characters; "
-                f"this server accepts at most {limit} (server.max_input_chars)",
-                param=f"messages.{last}.content",
-                code="input_too_long",
-            )
-        system_parts = [
-            (i, m.text().strip()) for i, m in enumerate(req.messages) if m.role in SYSTEM_ROLES
-        ]
-        system = "\n\n".join(text for _, text in system_parts if text)
-        if len(system) > limit:
-            first = system_parts[0][0]
-            raise errors.bad_request(
-                f"the system/developer messages have {len(system)} characters together; "
-                f"this server accepts at most {limit} (server.max_input_chars)",
-                param=f"messages.{first}.content",
-                code="input_too_long",
-            )
+        system = "\n\n".join(
+            text for m in req.messages if m.role in SYSTEM_ROLES and (text := m.text().strip())
+        )
         history = [
             Turn(role=m.role, text=m.text())
             for m in req.messages[:last]
             if m.role not in SYSTEM_ROLES and m.text().strip()
         ]
-        options = ChatOptions(
+        chat = ChatOptions(
             history=history,
             system=system,
             stop=req.stop_strings(),
             json_schema=req.output_schema(),
         )
-        self._check_context(req, question, system)
-        return question, options
+        top_k, notes = self._fit_context(req, question, system)
+        return Prepared(question=question, chat=chat, top_k=top_k, notes=notes)
 
-    def _check_context(self, req: ChatCompletionRequest, question: str, system: str) -> None:
-        """Refuse (400) a request whose final prompt cannot fit the model's context.
+    def _fit_context(
+        self, req: ChatCompletionRequest, question: str, system: str
+    ) -> tuple[int | None, list[str]]:
+        """``top_k`` lowered so the final prompt fits the model's context, before any engine call.
 
-        Checked before any engine call, from an estimate: ``top_k`` passages of
-        at most :data:`PASSAGE_TOKENS` tokens, the question and system text, the
-        prompt's own instructions, and ``max_tokens`` kept free for the answer.
+        An estimate: passages of at most :data:`PASSAGE_TOKENS` tokens, the question
+        and system text, the prompt's own instructions, and the answer's tokens
+        (up to half the window; the engine stops an answer at the window's end).
+        A lowered ``top_k`` is reported in ``typed_rag.fallbacks``; a request
+        whose text alone leaves no room is a 400 naming the limit.
         """
         window = context_window(self.state.settings)
-        if window is None:
-            return
+        if window is None or req.model == "llm":
+            return req.top_k, []
         settings = self.state.settings
         answer = req.max_completion_tokens or req.max_tokens or settings.sampling.max_tokens
+        reserve = min(answer, window // 2)
         fixed = PROMPT_TOKENS + (len(question) + len(system)) // CHARS_PER_TOKEN
-        if answer + fixed + PASSAGE_TOKENS > window:
-            param = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
+        fits = (window - reserve - fixed) // PASSAGE_TOKENS
+        if fits < 1:
             raise errors.bad_request(
-                f"{param}={answer} leaves no room for the prompt in the model's context of "
-                f"{window} tokens ({window_setting(settings)}); use at most "
-                f"{max(1, window - fixed - PASSAGE_TOKENS)}",
-                param=param,
+                f"the question and system messages (~{fixed} tokens with the prompt) and "
+                f"{reserve} answer tokens leave no room for a passage in the model's context "
+                f"of {window} tokens ({window_setting(settings)})",
+                param="messages",
                 code="context_length_exceeded",
             )
         top_k = req.top_k or settings.retrieval.top_k
-        fits = (window - answer - fixed) // PASSAGE_TOKENS
-        if req.model != "llm" and top_k > fits:
-            raise errors.bad_request(
-                f"top_k={top_k} passages (up to ~{PASSAGE_TOKENS} tokens each) and "
-                f"{answer} answer tokens do not fit the model's context of {window} tokens "
-                f"({window_setting(settings)}); use top_k <= {fits}",
-                param="top_k",
-                code="context_length_exceeded",
-            )
+        if top_k <= fits:
+            return req.top_k, []
+        note = (
+            f"context: top_k {top_k} -> {fits}, so passages (~{PASSAGE_TOKENS} tokens each), "
+            f"the question and {reserve} answer tokens fit the model's context of {window} "
+            f"tokens ({window_setting(settings)})"
+        )
+        return fits, [note]
 
     # -- the endpoint ----------------------------------------------------
 
@@ -259,7 +261,7 @@ class OpenAIServingChat:
         try:
             req = await self.parse(raw)
             mode = req.model
-            question, chat = self.question_of(req)
+            prep = self.question_of(req)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "
@@ -275,13 +277,9 @@ class OpenAIServingChat:
         deadline = asyncio.get_running_loop().time() + self.server.request_timeout_s
         request_id = completion_id()
         if req.stream:
-            return await self._start_stream(
-                raw, req, question, chat, slot, deadline, request_id, started
-            )
+            return await self._start_stream(raw, req, prep, slot, deadline, request_id, started)
         try:
-            result = await self._guarded(
-                raw, slot, deadline, lambda: self._answer(req, question, chat)
-            )
+            result = await self._guarded(raw, slot, deadline, lambda: self._answer(req, prep))
         except ClientDisconnected:
             self._count_cancel(request_id, mode)
             return Response(status_code=CLIENT_CLOSED)
@@ -289,7 +287,7 @@ class OpenAIServingChat:
             self.metrics.observe_error(mode, exc.status, exc.code)
             return exc.response()
         except Exception as exc:  # noqa: BLE001 - turned into an OpenAI 500 below
-            err = self._internal(exc, request_id, mode, question)
+            err = self._internal(exc, request_id, mode, prep.question)
             self.metrics.observe_error(mode, err.status, err.code)
             return err.response()
         finally:
@@ -346,19 +344,21 @@ class OpenAIServingChat:
             raise ClientDisconnected
         raise errors.timeout(self.server.request_timeout_s)
 
-    def _answer_kwargs(self, req: ChatCompletionRequest, chat: ChatOptions) -> dict[str, Any]:
+    def _answer_kwargs(self, req: ChatCompletionRequest, prep: Prepared) -> dict[str, Any]:
         return {
             "mode": req.model,
             "force_type": req.force_type,
-            "top_k": req.top_k,
+            "top_k": prep.top_k,
             "seed": req.engine_seed(),
             "sampling": req.sampling(),
-            "chat": chat,
+            "chat": prep.chat,
         }
 
-    async def _answer(self, req: ChatCompletionRequest, question: str, chat: ChatOptions) -> Result:
+    async def _answer(self, req: ChatCompletionRequest, prep: Prepared) -> Result:
         try:
-            return await self.state.rag.answer(question, **self._answer_kwargs(req, chat))
+            result = await self.state.rag.answer(prep.question, **self._answer_kwargs(req, prep))
+            result.fallbacks.extend(prep.notes)
+            return result
         except ContextLengthError as exc:
             raise _context_error(exc) from None
         except UserError as exc:
@@ -370,8 +370,7 @@ class OpenAIServingChat:
         self,
         raw: Request,
         req: ChatCompletionRequest,
-        question: str,
-        chat: ChatOptions,
+        prep: Prepared,
         slot: Slot,
         deadline: float,
         request_id: str,
@@ -389,14 +388,13 @@ class OpenAIServingChat:
             slot.release()
             self.metrics.observe_error(req.model, exc.status, exc.code)
             return exc.response()
-        events = self._stream_events(req, question, chat, deadline, request_id, started)
+        events = self._stream_events(req, prep, deadline, request_id, started)
         return SSEResponse(events, on_close=slot.release)
 
     async def _stream_events(
         self,
         req: ChatCompletionRequest,
-        question: str,
-        chat: ChatOptions,
+        prep: Prepared,
         deadline: float,
         request_id: str,
         started: float,
@@ -416,7 +414,7 @@ class OpenAIServingChat:
         # one task); this generator only forwards its events, so it can send
         # keep-alive comments while a long plan round runs and stop the work
         # at the deadline or when the client leaves.
-        stream = self.state.rag.answer_stream(question, **self._answer_kwargs(req, chat))
+        stream = self.state.rag.answer_stream(prep.question, **self._answer_kwargs(req, prep))
         pump = _Pump(stream)
         loop = asyncio.get_running_loop()
         result: Result | None = None
@@ -437,6 +435,7 @@ class OpenAIServingChat:
                     break
                 if isinstance(event, Result):
                     result = event
+                    result.fallbacks.extend(prep.notes)
                 elif event:
                     if first_token:
                         first_token = False
@@ -463,7 +462,7 @@ class OpenAIServingChat:
         except UserError as exc:
             error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
-            error = self._internal(exc, request_id, req.model, question)
+            error = self._internal(exc, request_id, req.model, prep.question)
         finally:
             await pump.stop()
         if error is not None:
@@ -532,17 +531,51 @@ def _context_error(exc: ContextLengthError) -> APIError:
     return errors.bad_request(str(exc), param="messages", code="context_length_exceeded")
 
 
+_ROLE_TAGS = frozenset({"user", "system", "developer", "assistant", "tool"})
+_FORMAT_TAGS = frozenset({"text", "json_object", "json_schema"})
+_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    """The field's dotted path, without pydantic's union labels (message role, member type)."""
+    out: list[str] = []
+    for i, part in enumerate(loc):
+        prev = loc[i - 1] if i else None
+        if isinstance(part, int):
+            out.append(str(part))
+        elif isinstance(prev, int) and out[:1] == ["messages"] and part in _ROLE_TAGS:
+            continue
+        elif prev == "response_format" and part in _FORMAT_TAGS:
+            continue
+        elif "[" in part or "-" in part or part in _TYPE_LABELS:
+            continue
+        else:
+            out.append(part)
+    return ".".join(out) or None
+
+
 def _from_validation(exc: ValidationError) -> APIError:
-    first = exc.errors()[0]
-    param = ".".join(str(p) for p in first.get("loc", ())) or None
+    """The most telling problem (a union's "wrong type" errors come last), naming its field."""
+    problems = sorted(exc.errors(), key=lambda e: str(e.get("type", "")).endswith("_type"))
+    first = problems[0]
+    param = _param(tuple(first.get("loc", ())))
+    kind = first.get("type")
     msg = first.get("msg", "invalid value")
-    if param == "messages" and first.get("type") == "missing":
+    if param == "messages" and kind == "missing":
         return errors.bad_request("'messages' is required", param="messages")
-    if param == "messages" and first.get("type") == "too_short":
+    if param == "messages" and kind == "too_short":
         return errors.bad_request("'messages' must not be empty", param="messages")
-    more = len(exc.errors()) - 1
-    extra = f" (and {more} more problem(s))" if more else ""
-    return errors.bad_request(f"invalid '{param}': {msg}{extra}", param=param, code="invalid_value")
+    if kind == "string_pattern_mismatch":
+        msg = "must not be empty or blank"
+    top = (param or "").split(".")[0]
+    policy = FIELD_POLICY.get(top)
+    if policy is not None and policy[0] == "rejected":
+        param = top
+        msg += f" ({param} is not supported: {policy[1]})"
+        return errors.bad_request(
+            f"invalid '{param}': {msg}", param=param, code="unsupported_parameter"
+        )
+    return errors.bad_request(f"invalid '{param}': {msg}", param=param, code="invalid_value")
 
 
 _END = object()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -116,23 +117,46 @@ def test_paired_surrogates_are_fine(client: httpx.Client) -> None:
     assert send_then_good(client, raw.encode()).status_code == 200
 
 
-def test_top_k_beyond_the_context_is_400_before_any_engine_call(
-    client: httpx.Client, engine: ProbeEngine
+def test_top_k_beyond_the_context_is_fitted_before_any_engine_call(
+    client: httpx.Client,
 ) -> None:
-    before = engine.started
     body = json.dumps({"model": "rag", "messages": [Q], "top_k": 100}).encode()
-    err = assert_openai_error(client.post("/chat/completions", content=body), 400)
-    assert err["code"] == "context_length_exceeded" and err["param"] == "top_k"
-    assert "8192" in err["message"] and "engine.n_ctx" in err["message"]
-    assert engine.started == before  # refused before the engine saw anything
+    r = client.post("/chat/completions", content=body)
+    assert r.status_code == 200, r.text
+    (note,) = r.json()["typed_rag"]["fallbacks"]
+    assert note.startswith("context: top_k 100 -> 49,") and "8192" in note, note
+    body = json.dumps({"model": "rag", "messages": [Q], "top_k": 40}).encode()
+    assert client.post("/chat/completions", content=body).json()["typed_rag"]["fallbacks"] == []
     body = json.dumps({"model": "llm", "messages": [Q], "top_k": 100}).encode()
-    assert client.post("/chat/completions", content=body).status_code == 200  # no passages
+    r = client.post("/chat/completions", content=body)
+    assert r.status_code == 200 and r.json()["typed_rag"]["fallbacks"] == []  # no passages
 
 
-def test_max_tokens_beyond_the_context_is_400(client: httpx.Client) -> None:
-    body = json.dumps({"model": "rag", "messages": [Q], "max_tokens": 8192}).encode()
+def test_fitting_uses_the_retriever_depth_it_computed(tmp_path: Path) -> None:
+    engine = ProbeEngine()
+    settings = server_settings(tmp_path)
+    rag = make_rag(settings, engine)
+    seen: list[int] = []
+    search = rag.retriever.search
+
+    def spy(queries, k):  # type: ignore[no-untyped-def]
+        seen.append(k)
+        return search(queries, k)
+
+    rag.retriever.search = spy  # type: ignore[method-assign]
+    with live_server(settings, rag) as srv:
+        body = {"model": "rag", "messages": [Q], "top_k": 100, "max_tokens": 8000}
+        r = httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert seen == [(8192 - 4096 - 312) // 150]  # half the window kept for the answer
+
+
+def test_text_that_leaves_no_room_is_400_naming_the_limit(client: httpx.Client) -> None:
+    systems = [{"role": "system", "content": "Be brief and clear. " * 199} for _ in range(8)]
+    body = json.dumps({"model": "rag", "messages": [*systems, Q]}).encode()
     err = assert_openai_error(client.post("/chat/completions", content=body), 400)
-    assert err["code"] == "context_length_exceeded" and err["param"] == "max_tokens"
+    assert err["code"] == "context_length_exceeded" and err["param"] == "messages"
+    assert "8192" in err["message"] and "engine.n_ctx" in err["message"]
 
 
 def test_over_long_system_message_is_400(client: httpx.Client) -> None:
@@ -142,7 +166,7 @@ def test_over_long_system_message_is_400(client: httpx.Client) -> None:
     assert err["code"] == "input_too_long" and err["param"] == "messages.0.content"
 
 
-def test_engine_context_overflow_is_400_not_503(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_engine_context_overflow_is_400_not_503(tmp_path: Path) -> None:
     engine = ProbeEngine(fail_with=ContextLengthError("prompt is 9000 tokens, longer than 8192"))
     settings = server_settings(tmp_path)
     with live_server(settings, make_rag(settings, engine)) as srv:
