@@ -71,6 +71,7 @@ def create_app(
     app.state.typed_rag = state
     app.state.metrics = metrics
     app.state.admission = admission
+    app.state.chat = chat
 
     async def require_key(request: Request) -> None:
         expected = server.api_key

@@ -115,6 +115,20 @@ class OpenAIServingChat:
         self.admission = admission
         self.metrics = metrics
         self.server = state.settings.server
+        self._streams: set[_Pump] = set()
+
+    def drain(self) -> None:
+        """The server is stopping (SIGTERM): end every open stream with an in-band
+        error event and ``[DONE]``, so clients see why their answer stopped."""
+        for pump in list(self._streams):
+            pump.fail(
+                APIError(
+                    503,
+                    "the server is shutting down; retry the request",
+                    type="service_unavailable_error",
+                    code="server_shutting_down",
+                )
+            )
 
     # -- request parsing -------------------------------------------------
 
@@ -416,6 +430,7 @@ class OpenAIServingChat:
         # at the deadline or when the client leaves.
         stream = self.state.rag.answer_stream(prep.question, **self._answer_kwargs(req, prep))
         pump = _Pump(stream)
+        self._streams.add(pump)
         loop = asyncio.get_running_loop()
         result: Result | None = None
         error: APIError | None = None
@@ -464,6 +479,7 @@ class OpenAIServingChat:
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
             error = self._internal(exc, request_id, req.model, prep.question)
         finally:
+            self._streams.discard(pump)
             await pump.stop()
         if error is not None:
             self.metrics.observe_error(req.model, error.status, error.code)
@@ -598,6 +614,17 @@ class _Pump:
             await self._queue.put(("error", exc))
             return
         await self._queue.put(("item", _END))
+
+    def fail(self, exc: BaseException) -> None:
+        """End the stream with ``exc``: the source stops, the consumer raises it next."""
+        if not self._task.done():
+            self._task.cancel()
+        while True:
+            try:
+                self._queue.put_nowait(("error", exc))
+                return
+            except asyncio.QueueFull:
+                self._queue.get_nowait()  # the stream is ending: drop a queued piece
 
     async def next(self, timeout: float) -> tuple[bool, Any]:
         """``(True, item)``, or ``(False, None)`` if nothing came within ``timeout``.
