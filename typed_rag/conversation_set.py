@@ -14,6 +14,7 @@ cheap and repeatable, that does not reward fluent but wrong rewrites.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from typed_rag.conversation import Turn
+
+log = logging.getLogger(__name__)
 
 # (follow-up, intended standalone with {s}, intent words the rewrite must keep)
 FOLLOW_UPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -189,7 +192,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 async def evaluate(rag: Any, conversations: Sequence[Conversation]) -> dict[str, Any]:
     """Rewrite each follow-up with ``rag`` and judge it; returns the summary and the rows."""
     rows = []
-    for conv in conversations:
+    for i, conv in enumerate(conversations, 1):
         t0 = time.perf_counter()
         info = await rag.rewrite(conv.follow_up, conv.history())
         rewrite = info.get("question", conv.follow_up)
@@ -204,6 +207,15 @@ async def evaluate(rag: Any, conversations: Sequence[Conversation]) -> dict[str,
                 "resolved": resolved(rewrite, conv),
                 "latency_s": round(time.perf_counter() - t0, 3),
             }
+        )
+        log.info(
+            "conversation %d/%d %s: %r -> %r (%s)",
+            i,
+            len(conversations),
+            conv.id,
+            conv.follow_up,
+            rewrite,
+            "resolved" if rows[-1]["resolved"] else "not resolved",
         )
     n = len(rows)
     k = sum(r["resolved"] for r in rows)
