@@ -29,7 +29,7 @@ MAX_QUESTION_CHARS = 400
 REWRITE_SCHEMA: dict[str, Any] = {
     "title": "standalone_question",
     "type": "object",
-    "properties": {"question": {"type": "string", "minLength": 1}},
+    "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 300}},
     "required": ["question"],
     "additionalProperties": False,
 }

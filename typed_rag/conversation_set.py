@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +174,21 @@ def _words(text: str) -> set[str]:
     return out
 
 
+def _has(word: str, words: set[str]) -> bool:
+    """``word`` or a spelling variant of it (defence/defense: one edit in 5+ letters)."""
+    if word in words:
+        return True
+    return len(word) >= 5 and any(
+        abs(len(w) - len(word)) <= 1 and SequenceMatcher(None, w, word).ratio() >= 0.85
+        for w in words
+    )
+
+
 def resolved(rewrite: str, conv: Conversation) -> bool:
     """The rewrite names the subject and keeps the follow-up's intent words."""
     got = _words(rewrite)
-    return _words(conv.subject) <= got and _words(" ".join(conv.intent)) <= got
+    needed = _words(conv.subject) | _words(" ".join(conv.intent))
+    return all(_has(w, got) for w in needed)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

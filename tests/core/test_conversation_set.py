@@ -70,6 +70,9 @@ def test_resolved_needs_the_subject_and_the_intent() -> None:
     assert resolved("Why is the traffic circle important in road design?", conv)
     assert not resolved("Why is it important?", conv)
     assert not resolved("What is the purpose of a traffic circle?", conv)  # intent lost
+    (defence,) = build_conversations([record("b", "What is the first purpose of air defence?")], 1)
+    assert resolved("Why is air defense important?", defence)  # a spelling variant
+    assert not resolved("Why is air force important?", defence)
 
 
 def test_wilson_interval() -> None:
