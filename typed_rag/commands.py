@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -81,28 +82,35 @@ def run_conversations_eval(args: argparse.Namespace, settings: Settings) -> int:
     if not args.input.is_file():
         raise UserError(f"no conversation set at {args.input}; run `typed-rag conversations build`")
     conversations = read_conversations(args.input)[: args.n]
-    report = asyncio.run(_conversations_eval(settings, conversations))
-    report["summary"].update(
-        input=str(args.input),
-        engine=settings.engine.backend,
-        model=settings.engine.model,
-        rewrite_mode=settings.conversation.rewrite,
-    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+    def write(report: dict[str, Any]) -> None:
+        report["summary"].update(
+            input=str(args.input),
+            engine=settings.engine.backend,
+            model=settings.engine.model,
+            rewrite_mode=settings.conversation.rewrite,
+            planned=len(conversations),
+        )
+        args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+    report = asyncio.run(_conversations_eval(settings, conversations, write))
+    write(report)
     print(json.dumps(report["summary"], indent=2))
     return 0
 
 
 async def _conversations_eval(
-    settings: Settings, conversations: list[Conversation]
+    settings: Settings,
+    conversations: list[Conversation],
+    on_row: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     from typed_rag.engines import build_engine
     from typed_rag.system import TypedRAG
 
     rag = TypedRAG(settings, engine=build_engine(settings))
     async with rag:
-        return await evaluate(rag, conversations)
+        return await evaluate(rag, conversations, on_row)
 
 
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:

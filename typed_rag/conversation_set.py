@@ -18,7 +18,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -201,9 +201,17 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-async def evaluate(rag: Any, conversations: Sequence[Conversation]) -> dict[str, Any]:
-    """Rewrite each follow-up with ``rag`` and judge it; returns the summary and the rows."""
-    rows = []
+async def evaluate(
+    rag: Any,
+    conversations: Sequence[Conversation],
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Rewrite each follow-up with ``rag`` and judge it; returns the summary and the rows.
+
+    ``on_row(report so far)`` is called after each conversation (a slow CPU run
+    can be stopped and still leaves its rows).
+    """
+    rows: list[dict[str, Any]] = []
     for i, conv in enumerate(conversations, 1):
         t0 = time.perf_counter()
         info = await rag.rewrite(conv.follow_up, conv.history())
@@ -229,6 +237,14 @@ async def evaluate(rag: Any, conversations: Sequence[Conversation]) -> dict[str,
             rewrite,
             "resolved" if rows[-1]["resolved"] else "not resolved",
         )
+        if on_row is not None:
+            on_row(summarise(rows))
+    return summarise(rows)
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The share of resolved rewrites (with its 95% interval) and the rows."""
+    rows = list(rows)
     n = len(rows)
     k = sum(r["resolved"] for r in rows)
     low, high = wilson(k, n)
