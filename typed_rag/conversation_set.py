@@ -184,10 +184,13 @@ def _has(word: str, words: set[str]) -> bool:
     )
 
 
-def resolved(rewrite: str, conv: Conversation) -> bool:
-    """The rewrite names the subject and keeps the follow-up's intent words."""
+def resolved(rewrite: str, conv: Conversation, *, lenient: bool = False) -> bool:
+    """The rewrite names the subject (every content word; ``lenient``: its last one,
+    e.g. "colcannon" for "the Irish dish colcannon") and keeps the intent words."""
     got = _words(rewrite)
-    needed = _words(conv.subject) | _words(" ".join(conv.intent))
+    subject = [w for w in re.findall(r"[a-z0-9']+", conv.subject.lower()) if w not in STOP]
+    named = _words(subject[-1]) if lenient and subject else _words(conv.subject)
+    needed = named | _words(" ".join(conv.intent))
     return all(_has(w, got) for w in needed)
 
 
@@ -225,6 +228,7 @@ async def evaluate(
                 "rewritten": bool(info.get("rewritten")),
                 "skipped": info.get("skipped"),
                 "resolved": resolved(rewrite, conv),
+                "resolved_lenient": resolved(rewrite, conv, lenient=True),
                 "latency_s": round(time.perf_counter() - t0, 3),
             }
         )
@@ -247,6 +251,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rows = list(rows)
     n = len(rows)
     k = sum(r["resolved"] for r in rows)
+    lenient = sum(r.get("resolved_lenient", r["resolved"]) for r in rows)
     low, high = wilson(k, n)
     latencies = sorted(r["latency_s"] for r in rows)
     summary = {
@@ -254,6 +259,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "resolved": k,
         "resolved_share": round(k / n, 4) if n else 0.0,
         "resolved_ci95": [round(low, 4), round(high, 4)],
+        "resolved_lenient": lenient,
+        "resolved_lenient_share": round(lenient / n, 4) if n else 0.0,
         "rewritten": sum(r["rewritten"] for r in rows),
         "skipped": sum(r["skipped"] is not None for r in rows),
         "median_latency_s": latencies[n // 2] if n else 0.0,

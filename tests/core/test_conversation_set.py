@@ -73,6 +73,12 @@ def test_resolved_needs_the_subject_and_the_intent() -> None:
     (defence,) = build_conversations([record("b", "What is the first purpose of air defence?")], 1)
     assert resolved("Why is air defense important?", defence)  # a spelling variant
     assert not resolved("Why is air force important?", defence)
+    (dish,) = build_conversations(
+        [record("c", "What are the ingredients of the Irish dish colcannon?")], 1
+    )
+    assert not resolved("Why is colcannon important?", dish)
+    assert resolved("Why is colcannon important?", dish, lenient=True)
+    assert not resolved("Why is it important?", dish, lenient=True)
 
 
 def test_wilson_interval() -> None:
