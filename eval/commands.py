@@ -17,8 +17,6 @@ from typed_rag.types import QuestionType
 
 log = logging.getLogger(__name__)
 
-RUN_LABELS = "labels.json"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``eval`` and its subcommands."""
@@ -38,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default="llm,rag,typed-rag", help="comma list of llm,rag,typed-rag")
     p.add_argument("--limit", type=int, help="at most N questions per subset (file order)")
     p.add_argument("--sample", type=int, help="N questions, even over subsets, then by type")
+    p.add_argument(
+        "--first",
+        type=int,
+        help="the first N of a seeded shuffle of the selected questions (grow a run in waves)",
+    )
     p.add_argument(
         "--types", help="only questions labelled with these types (comma list of nf-cats labels)"
     )
@@ -67,6 +70,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_run)
 
+    p = eval_sub.add_parser(
+        "judge-validity",
+        help="how often judging protocols order Wiki-NFQA answers of known quality correctly",
+    )
+    _data_args(p)
+    p.add_argument("--out", type=Path, default=Path("results/judge"), help="output folder")
+    p.add_argument("--questions", type=int, default=200, help="questions (default 200)")
+    p.add_argument(
+        "--pool", type=int, default=80, help="questions the generator answers (default 80)"
+    )
+    p.add_argument(
+        "--protocols",
+        default="linkage-prob",
+        help="comma list of linkage-sampled, linkage, linkage-prob, rubric-prob, pairwise-prob",
+    )
+    p.add_argument(
+        "--ensembles",
+        default="",
+        help="comma list of ensembles to summarize, e.g. linkage-prob+rubric-prob or "
+        "linkage-prob@MODEL_A+linkage-prob@MODEL_B (models as in summary.json)",
+    )
+    p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
+    p.add_argument("--seed", type=int, default=7, help="question and candidate draw")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _scorer_args(p, "judge")
+    p.set_defaults(func=cmd_judge_validity)
+
     p = eval_sub.add_parser("report", help="tables, per-type figure, failures and cost of a run")
     p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
     p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
@@ -85,6 +115,22 @@ def _warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> Non
             "--scorer-config for an independent judge",
             role,
             scorer_name(scorer),
+        )
+
+
+# Backends whose engine exposes next-token probabilities (Engine.score_choices).
+PROB_BACKENDS = ("llamacpp", "fake")
+
+
+def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
+    if (
+        settings.eval.judge_protocol == "linkage-prob"
+        and scorer.engine.backend not in PROB_BACKENDS
+    ):
+        raise UserError(
+            f"judge protocol linkage-prob reads token probabilities, which the "
+            f"{scorer.engine.backend} backend does not expose; use a llamacpp scorer or "
+            "--set eval.judge_protocol=linkage"
         )
 
 
@@ -159,6 +205,7 @@ def obtain_labels(
 ) -> dict[str, Any]:
     """The run's stored labels, else --labels, else the default file; classify what is missing."""
     from eval.labels import classify_questions, default_labels_path, load_labels, save_labels
+    from eval.runner import RUN_LABELS
 
     run_labels = run_dir / RUN_LABELS
     labels: dict[str, Any] = {}
@@ -225,6 +272,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     subsets = parse_subsets(args.subsets)
     scorer = scorer_settings_for(settings, args)
+    _check_judge_backend(settings, scorer)
     _warn_if_self_judged(settings, scorer, "scorer")
     data = _load_data(args, settings)
     run_dir: Path = args.out
@@ -237,6 +285,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         args.sample,
         settings.eval.sample_seed,
         _type_list(args.types),
+        args.first,
     )
     write_manifest(
         run_dir,
@@ -249,6 +298,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             "limit": args.limit,
             "sample": args.sample,
             "types": args.types,
+            "first": args.first,
             "coverage": args.coverage,
             "skipped_bad_records": len(data.bad),
         },
@@ -301,6 +351,33 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"scores: {s.computed} new, {s.done_before} resumed, {s.failed} never parsed")
     files = write_report(run_dir, settings)
     print(f"report: {files.markdown}")
+    return 0
+
+
+# ---------------------------------------------------------------------- judge validity
+
+
+def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
+    from eval.judge_run import render, run_validity
+
+    data = _load_data(args, settings)
+    judge = scorer_settings_for(settings, args)
+    labels = obtain_labels(settings, data.records, args.out, args.labels)
+    summary = run_validity(
+        settings,
+        judge,
+        data.records,
+        labels,
+        args.out,
+        questions=args.questions,
+        pool_size=args.pool,
+        protocols=[p.strip() for p in args.protocols.split(",") if p.strip()],
+        ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    print(render(summary))
+    print(f"\nwrote {args.out / 'summary.json'}")
     return 0
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.labels import QuestionLabel
-from eval.linkage import LinkageScorer
+from eval.linkage import build_scorer as build_linkage_scorer
 from eval.manifest import scorer_name
 from eval.runner import (
     ChunkAnswers,
@@ -163,7 +163,13 @@ class EvalWorker:
         self._scorer: Any = None
 
     async def answer(self, method: str, chunk: Sequence[WikiNFQARecord]) -> ChunkAnswers:
-        return await answer_chunk(await self._answerer.get(), chunk, method, self.labels)
+        return await answer_chunk(
+            await self._answerer.get(),
+            chunk,
+            method,
+            self.labels,
+            self.settings.eval.store_passage_text,
+        )
 
     async def score(
         self, chunk: Sequence[tuple[str, WikiNFQARecord, Mapping[str, Any]]]
@@ -171,7 +177,7 @@ class EvalWorker:
         if self._scorer is None:
             await self._answerer.close()  # the generator leaves before the scorer loads
             engine = await self._engine.get()
-            self._scorer = LinkageScorer.from_settings(engine, self.settings, self.scorer_settings)
+            self._scorer = build_linkage_scorer(engine, self.settings, self.scorer_settings)
         seed = self.settings.eval.reference_seed
         return await score_chunk(
             self._scorer, chunk, seed, scorer_name(self.scorer_settings), self.labels

@@ -42,6 +42,9 @@ REPORT_TYPE_ORDER: tuple[str, ...] = (
     QuestionType.NOT_A_QUESTION.value,
 )
 UNLABELLED = "UNLABELLED"
+# Wiki-NFQA is non-factoid by construction (the paper's counts cover these six types
+# only), so an evaluation types its questions by the classifier's argmax over them.
+NONFACTOID_TYPES: tuple[str, ...] = tuple(PAPER_TYPE_COUNTS)
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,22 @@ def default_labels_path(settings: Settings) -> Path:
     return settings.eval.labels_path or settings.home / "eval" / "wikinfqa-labels.json"
 
 
+def restrict(probabilities: Mapping[str, float], allowed: Sequence[str]) -> tuple[str, float]:
+    """Argmax over ``allowed`` labels and its probability renormalised over them."""
+    total = sum(probabilities.get(t, 0.0) for t in allowed)
+    best = max(allowed, key=lambda t: probabilities.get(t, 0.0))
+    return best, (probabilities.get(best, 0.0) / total if total > 0 else 1.0 / len(allowed))
+
+
 def classify_questions(
     records: Sequence[WikiNFQARecord],
     classifier: TypeClassifier,
     min_confidence: float = 0.0,
     batch_size: int = 256,
+    allowed: Sequence[str] | None = NONFACTOID_TYPES,
 ) -> dict[str, QuestionLabel]:
-    """Top-1 type of every question, in batches."""
+    """The type of every question, in batches: the argmax over ``allowed`` labels (all eight
+    when None); ``confident`` compares the renormalised probability with ``min_confidence``."""
     out: dict[str, QuestionLabel] = {}
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
@@ -75,12 +87,16 @@ def classify_questions(
                 f"classifier returned {len(preds)} predictions for {len(chunk)} questions"
             )
         for rec, pred in zip(chunk, preds, strict=True):
+            if allowed is None:
+                label, prob = pred.type.value, float(pred.top_probability)
+            else:
+                label, prob = restrict(pred.probabilities, allowed)
             out[rec.question_id] = QuestionLabel(
                 question_id=rec.question_id,
                 subset=rec.subset,
-                type=pred.type.value,
-                probability=round(float(pred.top_probability), 6),
-                confident=bool(pred.confident),
+                type=label,
+                probability=round(prob, 6),
+                confident=prob >= min_confidence,
             )
     return out
 
@@ -131,6 +147,16 @@ def type_of(labels: Mapping[str, QuestionLabel], question_id: str) -> str:
 
 def distribution(labels: Mapping[str, QuestionLabel]) -> Counter[str]:
     return Counter(lab.type for lab in labels.values())
+
+
+def type_counts(labels: Mapping[str, QuestionLabel]) -> dict[str, dict[str, int | None]]:
+    """Our count of each type next to the paper's (None where the paper has no such type)."""
+    ours = distribution(labels)
+    return {
+        t: {"ours": ours.get(t, 0), "paper": PAPER_TYPE_COUNTS.get(t)}
+        for t in REPORT_TYPE_ORDER
+        if ours.get(t) or t in PAPER_TYPE_COUNTS
+    }
 
 
 def distribution_table(labels: Mapping[str, QuestionLabel]) -> str:

@@ -62,6 +62,16 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "scorer_sampling": scorer.sampling.model_dump(mode="json"),
         "reference_seed": settings.eval.reference_seed,
         "paper_off_by_one": settings.eval.paper_off_by_one,
+        "judge": judge_identity(settings),
+    }
+
+
+def judge_identity(settings: Settings) -> dict[str, Any]:
+    """How verdicts are obtained: protocol, temperature (0 = deterministic), output budget."""
+    return {
+        "protocol": settings.eval.judge_protocol,
+        "temperature": settings.eval.judge_temperature,
+        "max_tokens": settings.eval.scorer_max_tokens,
     }
 
 
@@ -108,6 +118,17 @@ def write_manifest(
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
         diffs = _diff(manifest.get("fingerprint", {}), fp)
+        judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
+        if diffs and judge_only and not _has_scores(run_dir):
+            # Nothing judged yet: the answers do not depend on the judge, so it may change.
+            manifest["fingerprint"] = fp
+            manifest["scorer"] = {
+                **engine_identity(scorer),
+                "name": scorer_name(scorer),
+                **judge_identity(settings),
+            }
+            manifest["scorer_settings"] = scorer.model_dump(mode="json")
+            diffs = []
         if diffs:
             raise UserError(
                 f"run directory {run_dir} was made with different settings; use a new --out. "
@@ -120,7 +141,11 @@ def write_manifest(
         manifest = {
             "created": now,
             "generator": {**engine_identity(settings), "modes": methods},
-            "scorer": {**engine_identity(scorer), "name": scorer_name(scorer)},
+            "scorer": {
+                **engine_identity(scorer),
+                "name": scorer_name(scorer),
+                **judge_identity(settings),
+            },
             "seed": settings.sampling.seed,
             "reference_seed": settings.eval.reference_seed,
             "paper_off_by_one": settings.eval.paper_off_by_one,
@@ -137,6 +162,15 @@ def write_manifest(
     tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     tmp.replace(path)
     return manifest
+
+
+# Fingerprint entries that only concern the judge (see write_manifest).
+JUDGE_KEYS = ("scorer", "judge")
+
+
+def _has_scores(run_dir: Path) -> bool:
+    path = run_dir / "scores.jsonl"
+    return path.exists() and path.stat().st_size > 0
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

@@ -93,3 +93,37 @@ def summarize(
     rr = [reciprocal_rank(k) for k in ranks]
     pr = [percentile_rank(k, n) for k, n in zip(ranks, ns, strict=True)]
     return {"mrr": estimate(rr, n_boot, seed), "mpr": estimate(pr, n_boot, seed)}
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho with average ranks for ties; nan when undefined."""
+    if len(x) < 3 or len(x) != len(y):
+        return float("nan")
+
+    def ranks(v: Sequence[float]) -> np.ndarray:
+        arr = np.asarray(v, dtype=float)
+        order = arr.argsort(kind="mergesort")
+        r = np.empty(len(arr))
+        r[order] = np.arange(len(arr))
+        for value in np.unique(arr):
+            idx = arr == value
+            r[idx] = r[idx].mean()
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], n_boot: int = 1000, seed: int = 42
+) -> Estimate:
+    """Mean of the per-question differences ``a - b`` with a paired bootstrap 95% CI.
+
+    Resampling questions (not answers) keeps each question's two scores together,
+    so the interval reflects method differences, not question difficulty.
+    """
+    if len(a) != len(b):
+        raise ValueError("paired scores differ in length")
+    return estimate([x - y for x, y in zip(a, b, strict=True)], n_boot=n_boot, seed=seed)

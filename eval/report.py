@@ -22,14 +22,25 @@ import numpy as np
 
 from eval.coverage import KINDS
 from eval.figures import METHOD_TITLES, plot_mpr_by_type, type_title
-from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
-from eval.linkage import EMPTY_CANDIDATE, max_rank
+from eval.gold import gold_aliases
+from eval.labels import REPORT_TYPE_ORDER, UNLABELLED, load_labels, type_counts
+from eval.linkage import EMPTY_CANDIDATE
 from eval.manifest import read_manifest
-from eval.metrics import Estimate, estimate, percentile_rank, reciprocal_rank
-from eval.runner import ANSWERS, COVERAGE, METHODS, SCORES
+from eval.metrics import Estimate, estimate
+from eval.paired import (
+    cites_shown_passage,
+    gold_test,
+    judge_validity_row,
+    paired_scores,
+    paired_shares,
+    render_paired,
+    row_scores,
+)
+from eval.runner import ANSWERS, COVERAGE, METHODS, RUN_LABELS, SCORES
 from eval.store import JsonlStore
-from eval.wikinfqa import SUBSET_TITLES, SUBSETS
+from eval.wikinfqa import SUBSET_TITLES, SUBSETS, load_wikinfqa
 from typed_rag.config import Settings
+from typed_rag.errors import UserError
 
 FIGURE = "mpr_by_type.png"
 ALL = "all"
@@ -60,24 +71,10 @@ def _fmt(est: Estimate | None, scale: float = 1.0, digits: int = 3, ci: bool = F
     return text
 
 
-def _usable(rows: Iterable[dict[str, Any]], unparsed: str) -> list[tuple[dict[str, Any], int]]:
-    """(row, rank) pairs that enter the means; unparsed ones only under ``unparsed="worst"``."""
-    out = []
-    for row in rows:
-        rank = row.get("rank")
-        if rank is None:
-            if unparsed != "worst":
-                continue
-            rank = max_rank(int(row["n"]), bool(row.get("off_by_one")))
-        out.append((row, int(rank)))
-    return out
-
-
-def _metric(pairs: list[tuple[dict[str, Any], int]], which: str, settings: Settings) -> Estimate:
-    if which == "mrr":
-        vals = [reciprocal_rank(k) for _, k in pairs]
-    else:
-        vals = [percentile_rank(k, int(r["n"])) for r, k in pairs]
+def _metric(rows: Iterable[dict[str, Any]], which: str, settings: Settings) -> Estimate:
+    """MRR or MPR of scored rows (expected values for verdict distributions)."""
+    col = 0 if which == "mrr" else 1
+    vals = [v[col] for r in rows if (v := row_scores(r, settings.eval.unparsed)) is not None]
     return estimate(vals, n_boot=settings.eval.bootstrap, seed=settings.eval.sample_seed)
 
 
@@ -105,17 +102,16 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
         cells: dict[str, dict[str, Any]] = {}
         for subset in [*subsets, ALL]:
             group = rows if subset == ALL else [r for r in rows if r["subset"] == subset]
-            pairs = _usable(group, unparsed)
             cells[subset] = {
-                "mrr": _metric(pairs, "mrr", settings).to_dict(),
-                "mpr": _metric(pairs, "mpr", settings).to_dict(),
+                "mrr": _metric(group, "mrr", settings).to_dict(),
+                "mpr": _metric(group, "mpr", settings).to_dict(),
             }
         table[method] = cells
         for t in types:
-            pairs = _usable([r for r in rows if (r.get("type") or UNLABELLED) == t], unparsed)
+            group = [r for r in rows if (r.get("type") or UNLABELLED) == t]
             per_type[t][method] = {
-                "mrr": _metric(pairs, "mrr", settings).to_dict(),
-                "mpr": _metric(pairs, "mpr", settings).to_dict(),
+                "mrr": _metric(group, "mrr", settings).to_dict(),
+                "mpr": _metric(group, "mpr", settings).to_dict(),
             }
         statuses = Counter(r["status"] for r in rows)
         failures[method] = {
@@ -128,6 +124,9 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
             "statuses": dict(statuses),
         }
 
+    boot = (settings.eval.bootstrap, settings.eval.sample_seed)
+    retrieving = [m for m in methods if m != "llm"]
+    labels_file = run_dir / RUN_LABELS
     return {
         "run_dir": str(run_dir),
         "generator": manifest.get("generator", {}),
@@ -144,8 +143,22 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
         "per_type": dict(per_type),
         "failures": failures,
         "cost": _cost(answers, scores, coverage, methods),
+        "paired": paired_scores(scores, methods, unparsed, *boot),
+        "gold": paired_shares(answers, methods, gold_test(_gold(settings)), *boot),
+        "citations": paired_shares(answers, retrieving, cites_shown_passage, *boot),
+        "type_counts": type_counts(load_labels(labels_file)) if labels_file.exists() else {},
+        "judge_validity": judge_validity_row(manifest),
         "coverage": _coverage(coverage, methods, settings) if coverage else None,
     }
+
+
+def _gold(settings: Settings) -> dict[str, list[str]]:
+    """question id -> normalised gold short answers (empty when the data is not there)."""
+    try:
+        records = load_wikinfqa(settings.eval.data_dir).records
+    except UserError:
+        return {}
+    return {r.question_id: gold_aliases(r.gold) for r in records}
 
 
 def _cost(
@@ -281,6 +294,7 @@ def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
     out.append("")
     if figure is not None:
         out += [f"![MPR by type]({figure.name})", ""]
+    out += render_paired(rep)
 
     out += [
         "## Scorer verdicts that did not parse",
@@ -371,7 +385,37 @@ def write_report(run_dir: Path, settings: Settings, out_dir: Path | None = None)
     md.write_text(render_markdown(rep, figure), encoding="utf-8")
     js = out_dir / "report.json"
     js.write_text(json.dumps(_finite(rep), indent=1, default=_jsonable), encoding="utf-8")
+    summary = out_dir / "summary.json"
+    summary.write_text(json.dumps(_finite(summarize_report(rep)), indent=1), encoding="utf-8")
     return ReportFiles(markdown=md, json=js, figure=figure)
+
+
+def summarize_report(rep: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers in the shape tools read (``results/wiki-nfqa/summary.json``)."""
+    methods = {}
+    for m in rep["methods"]:
+        cell = rep["table"].get(m, {}).get(ALL, {})
+        methods[m] = {
+            "n": cell.get("mrr", {}).get("count", 0),
+            "mrr": cell.get("mrr", {}).get("mean"),
+            "mrr_ci": [cell.get("mrr", {}).get("low"), cell.get("mrr", {}).get("high")],
+            "mpr": cell.get("mpr", {}).get("mean"),
+            "mpr_ci": [cell.get("mpr", {}).get("low"), cell.get("mpr", {}).get("high")],
+            "questions_per_min": rep["cost"].get(m, {}).get("questions_per_min"),
+        }
+    return {
+        **methods,
+        "methods": methods,
+        "paired": rep["paired"]["rows"],
+        "paired_questions": rep["paired"]["questions"],
+        "gold": rep["gold"],
+        "citations": rep["citations"],
+        "generator": rep["generator"],
+        "scorer": rep["scorer"],
+        "judge_validity": rep["judge_validity"],
+        "questions": rep["paired"]["questions"] + rep["paired"]["dropped"],
+        "type_counts": rep["type_counts"],
+    }
 
 
 def _finite(value: Any) -> Any:

@@ -2,7 +2,8 @@
 
 Every round is one ``engine.generate`` call over all still-unparsed requests,
 each round with a new seed (``seed + round``), for at most ``max_resamples``
-extra rounds. What never parses is returned with its last failure reason, so
+extra rounds. A greedy request (temperature 0) would only repeat itself, so
+its resamples use :data:`RESAMPLE_TEMPERATURE`. What never parses is returned with its last failure reason, so
 reports can count it instead of guessing a value.
 """
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 OK = "ok"
+RESAMPLE_TEMPERATURE = 0.7
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,16 @@ async def generate_until_parsed(
     for round_no in range(max_resamples + 1):
         if not pending:
             break
-        batch = [dataclasses.replace(requests[i], seed=seed + round_no) for i in pending]
+        batch = [
+            dataclasses.replace(
+                requests[i],
+                seed=seed + round_no,
+                temperature=requests[i].temperature
+                if round_no == 0
+                else max(requests[i].temperature, RESAMPLE_TEMPERATURE),
+            )
+            for i in pending
+        ]
         results = await engine.generate(batch)
         if len(results) != len(batch):
             raise RuntimeError(
@@ -101,7 +112,7 @@ class Judge:
     """A judge LLM on one engine, with the sampling every judge shares.
 
     LINKAGE, sub-question coverage and constraint compliance all sample the
-    same way: the scorer's temperature, top-p and seed, an output budget of
+    same way: the judge temperature (0 by default), top-p and seed, an output budget of
     their own, and at most ``max_resamples`` extra rounds for what does not
     parse.
     """
@@ -125,13 +136,13 @@ class Judge:
 
     @staticmethod
     def sampling_from(settings: Settings, scorer_settings: Settings | None) -> dict[str, Any]:
-        """Resampling from the run's ``settings.eval``; sampling from the scorer's settings
-        (``scorer_settings``, default ``settings``)."""
+        """Resampling and the judge temperature (default 0: deterministic) from the run's
+        ``settings.eval``; seed and top-p from the scorer's settings (default ``settings``)."""
         sampling = (scorer_settings or settings).sampling
         return {
             "max_resamples": settings.eval.max_resamples,
             "seed": sampling.seed,
-            "temperature": sampling.temperature,
+            "temperature": settings.eval.judge_temperature,
             "top_p": sampling.top_p,
         }
 

@@ -33,7 +33,13 @@ from tqdm import tqdm
 
 from eval.coverage import CoverageItem, CoverageJudge, Decomposition
 from eval.labels import QuestionLabel, type_of
-from eval.linkage import LinkageItem, LinkageScorer, build_references
+from eval.linkage import (
+    LinkageItem,
+    LinkageProbScorer,
+    LinkageScorer,
+    build_references,
+    build_scorer,
+)
 from eval.manifest import scorer_name
 from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
@@ -49,6 +55,7 @@ SCORES = "scores.jsonl"
 SUBQUESTIONS = "subquestions.jsonl"
 COVERAGE = "coverage.jsonl"
 ERRORS = "errors.jsonl"
+RUN_LABELS = "labels.json"  # the question types this run routed and grouped by
 
 
 class Answerer(Protocol):
@@ -57,7 +64,11 @@ class Answerer(Protocol):
     async def answer(self, question: str, mode: str | None = None, **kwargs: Any) -> Any: ...
 
     async def answer_many(
-        self, questions: Sequence[str], mode: str | None = None, **kwargs: Any
+        self,
+        questions: Sequence[str],
+        mode: str | None = None,
+        force_type: Any = None,
+        **kwargs: Any,
     ) -> list[Any]: ...
 
 
@@ -130,13 +141,21 @@ def answer_record(
     wall: float,
     batch: int,
     labels: Mapping[str, QuestionLabel],
+    passage_text: bool = True,
 ) -> dict[str, Any]:
     data = _result_dict(result)
+    if not passage_text:
+        data["passages"] = [
+            {k: v for k, v in p.items() if k != "text"} for p in data.get("passages") or []
+        ]
     return {
         "method": method,
         "question_id": rec.question_id,
         "subset": rec.subset,
         "type": type_of(labels, rec.question_id),
+        # The pipeline that answered (typed-rag: the recorded type, see ``routed_types``).
+        "route": data.get("type"),
+        "type_source": data.get("type_source"),
         "question": rec.question,
         "answer": data.get("answer", ""),
         "result": data,
@@ -153,24 +172,32 @@ async def answer_each(
     mode: str,
     tag: str,
     log_label: str | None = None,
+    force_types: Sequence[str] | None = None,
 ) -> tuple[list[Any | None], list[dict[str, Any]], float]:
     """Answer a batch; if the batch call fails, one by one so one bad question costs one.
 
-    Returns a result per question (None where it failed), the error rows
-    (``tag`` as their method) and the wall time of the whole batch.
+    ``force_types`` (one per question) routes each question to that type's
+    pipeline instead of the classifier. Returns a result per question (None
+    where it failed), the error rows (``tag`` as their method) and the wall
+    time of the whole batch.
     """
     t0 = time.perf_counter()
     errors: list[dict[str, Any]] = []
+    forced = list(force_types) if force_types is not None else [None] * len(questions)
     try:
-        results: list[Any | None] = list(await answerer.answer_many(list(questions), mode=mode))
+        results: list[Any | None] = list(
+            await answerer.answer_many(
+                list(questions), mode=mode, force_type=forced if force_types else None
+            )
+        )
         if len(results) != len(questions):
             raise RuntimeError(f"answer_many returned {len(results)} results for {len(questions)}")
     except Exception as exc:
         log.warning("batch of %d failed (%s); answering one by one", len(questions), exc)
         results = []
-        for question, qid in zip(questions, ids, strict=True):
+        for question, qid, ftype in zip(questions, ids, forced, strict=True):
             try:
-                results.append(await answerer.answer(question, mode=mode))
+                results.append(await answerer.answer(question, mode=mode, force_type=ftype))
             except Exception as one_exc:
                 log.error("answer failed for %s (%s): %s", qid, log_label or tag, one_exc)
                 errors.append(error_row("answer", tag, qid, one_exc))
@@ -183,14 +210,20 @@ async def answer_chunk(
     chunk: Sequence[WikiNFQARecord],
     method: str,
     labels: Mapping[str, QuestionLabel],
+    passage_text: bool = True,
 ) -> ChunkAnswers:
     """Answer one batch of benchmark records (see :func:`answer_each`)."""
     results, errors, wall = await answer_each(
-        answerer, [r.question for r in chunk], [r.question_id for r in chunk], method, method
+        answerer,
+        [r.question for r in chunk],
+        [r.question_id for r in chunk],
+        method,
+        method,
+        force_types=routed_types(chunk, method, labels),
     )
     return ChunkAnswers(
         [
-            answer_record(method, r, res, wall, len(chunk), labels)
+            answer_record(method, r, res, wall, len(chunk), labels, passage_text)
             for r, res in zip(chunk, results, strict=True)
             if res is not None
         ],
@@ -198,8 +231,25 @@ async def answer_chunk(
     )
 
 
+def routed_types(
+    chunk: Sequence[WikiNFQARecord], method: str, labels: Mapping[str, QuestionLabel]
+) -> list[str] | None:
+    """typed-rag answers of an evaluation follow the recorded labels, so that a per-type row
+    holds exactly that type's pipeline and the labels cannot drift from the routing; None
+    (the classifier routes) when a question has no recorded label."""
+    if method != "typed-rag" or not all(r.question_id in labels for r in chunk):
+        return None
+    return [labels[r.question_id].type for r in chunk]
+
+
+def scorer_protocol(scorer: LinkageScorer | LinkageProbScorer) -> str:
+    if isinstance(scorer, LinkageProbScorer):
+        return "linkage-prob-gated" if scorer.gated else "linkage-prob"
+    return "linkage"
+
+
 async def score_chunk(
-    scorer: LinkageScorer,
+    scorer: LinkageScorer | LinkageProbScorer,
     chunk: Sequence[tuple[str, WikiNFQARecord, Mapping[str, Any]]],
     reference_seed: int,
     name: str,
@@ -236,6 +286,9 @@ async def score_chunk(
                 "completion_tokens": v.completion_tokens,
                 "wall_s": wall / len(chunk),
                 "off_by_one": v.off_by_one,
+                "dist": v.dist,
+                "relevance": v.relevance,
+                "protocol": scorer_protocol(scorer),
                 "scorer": name,
             }
         )
@@ -391,7 +444,9 @@ class EvalRunner:
         with self._bar(len(pending), f"answer {method}") as bar:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
-                done = await answer_chunk(answerer, chunk, method, self.labels)
+                done = await answer_chunk(
+                    answerer, chunk, method, self.labels, self.settings.eval.store_passage_text
+                )
                 self._store_answers(method, done, len(chunk), counts)
                 bar.update(len(chunk))
         return counts
@@ -404,9 +459,7 @@ class EvalRunner:
         todo, counts = self._pending_scores(records, methods)
         if not todo:
             return counts
-        scorer = LinkageScorer.from_settings(
-            await self._scorer.get(), self.settings, self.scorer_settings
-        )
+        scorer = build_scorer(await self._scorer.get(), self.settings, self.scorer_settings)
         seed = self.settings.eval.reference_seed
         name = scorer_name(self.scorer_settings)
         size = max(1, self.settings.eval.score_batch_size)

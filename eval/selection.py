@@ -94,8 +94,11 @@ def select_questions(
     sample: int | None = None,
     seed: int = 42,
     types: Sequence[str] | None = None,
+    first: int | None = None,
 ) -> list[WikiNFQARecord]:
-    """Keep ``--types`` (stored labels), then apply ``--limit`` (per subset) and ``--sample``."""
+    """Keep ``--types`` (stored labels), then apply ``--limit`` (per subset), ``--sample``, and
+    ``--first`` (the first N of a seeded shuffle: a larger N extends the same questions, so a
+    long run grows in waves that each leave a complete, paired set)."""
     out = list(records)
     if types:
         wanted = {QuestionType.parse(t).value for t in types}
@@ -106,4 +109,9 @@ def select_questions(
         out = first_per_subset(out, limit)
     if sample is not None:
         out = stratified_sample(out, labels, sample, seed)
+    if first is not None:
+        order = list(out)
+        random.Random(f"first:{seed}").shuffle(order)
+        keep = {r.question_id for r in order[:first]}
+        out = [r for r in out if r.question_id in keep]
     return out

@@ -44,6 +44,9 @@ class WikiNFQARecord:
     answers: tuple[str, ...]
     labels: tuple[int, ...]
     line: int = 0
+    # The source dataset's short answers (``answer_dict["ground_truth"]``): a judge-free
+    # check of whether an answer states the fact the question is about.
+    gold: tuple[str, ...] = ()
 
     @property
     def levels(self) -> int:
@@ -170,6 +173,7 @@ def _validate(
         answers=tuple(obj["answer_list"]),
         labels=tuple(obj["answer_label"]),
         line=lineno,
+        gold=_gold_answers(obj.get("answer_dict")),
     )
     return record, None, qid
 
@@ -205,6 +209,13 @@ def _check_fields(obj: dict[str, Any]) -> str | None:
     if levels < MIN_LEVELS:
         return f"only {levels} distinct quality label(s); a reference list needs {MIN_LEVELS}"
     return None
+
+
+def _gold_answers(answer_dict: Any) -> tuple[str, ...]:
+    truth = answer_dict.get("ground_truth") if isinstance(answer_dict, dict) else None
+    if not isinstance(truth, dict):
+        return ()
+    return tuple(t.strip() for t in truth.values() if isinstance(t, str) and t.strip())
 
 
 def _flatten_answer_dict(value: Any) -> list[str] | None:

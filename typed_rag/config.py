@@ -215,11 +215,21 @@ class EvalSettings(BaseModel):
     # How a verdict that never parsed counts: left out of the means (and
     # counted in the report), or as the worst rank.
     unparsed: Literal["exclude", "worst"] = "exclude"
-    scorer_max_tokens: int = 64
+    # How the LINKAGE scorer gives its verdict: "linkage-prob" reads the distribution of
+    # [[k]] from token probabilities; "linkage-prob-gated" also asks whether the answer
+    # addresses the question and ranks it last when not (chosen by the judge-validity
+    # benchmark, README); "linkage" decodes a text verdict (any engine, e.g. a server).
+    judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob"
+    # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off
     batch_size: int = 16  # questions per answer_many call; one JSONL flush each
     score_batch_size: int = 64  # scorer requests per engine.generate call
     sample_seed: int = 42  # stratified --sample and bootstrap resampling
     labels_path: Path | None = None  # default: <home>/eval/wikinfqa-labels.json
+    # Keep passage texts in answers.jsonl (needed by --coverage's context judge); off for
+    # runs committed under results/, where ids, titles and scores suffice (the index has the text).
+    store_passage_text: bool = True
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512

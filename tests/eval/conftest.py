@@ -79,6 +79,7 @@ class StandInAnswerer:
         self.fail_after = fail_after
         self.empty_for = empty_for
         self.asked: list[tuple[str, str]] = []
+        self.forced: list[str | None] = []
         self.batches: list[int] = []
         self.started = self.closed = 0
 
@@ -88,10 +89,11 @@ class StandInAnswerer:
     async def close(self) -> None:
         self.closed += 1
 
-    def _one(self, question: str, mode: str) -> Result:
+    def _one(self, question: str, mode: str, force_type: str | None = None) -> Result:
         if self.fail_after is not None and len(self.asked) >= self.fail_after:
             raise RuntimeError("generator crashed")
         self.asked.append((mode, question))
+        self.forced.append(force_type)
         answer = (
             "" if self.empty_for and self.empty_for in question else f"{mode} answer to {question}"
         )
@@ -111,19 +113,30 @@ class StandInAnswerer:
         return Result(
             question=question,
             mode=mode,
+            type=force_type or "EVIDENCE-BASED",
+            type_source="forced" if force_type else "classifier",
             answer=answer,
             passages=passages,
             calls=[LLMCall(step="answer", round=1, prompt_tokens=100, completion_tokens=20)],
         )
 
-    async def answer(self, question: str, mode: str | None = None, **_: Any) -> Result:
-        return self._one(question, mode or "typed-rag")
+    async def answer(
+        self, question: str, mode: str | None = None, force_type: str | None = None, **_: Any
+    ) -> Result:
+        return self._one(question, mode or "typed-rag", force_type)
 
     async def answer_many(
-        self, questions: Sequence[str], mode: str | None = None, **_: Any
+        self,
+        questions: Sequence[str],
+        mode: str | None = None,
+        force_type: Sequence[str | None] | None = None,
+        **_: Any,
     ) -> list[Result]:
         self.batches.append(len(questions))
-        return [self._one(q, mode or "typed-rag") for q in questions]
+        forced = list(force_type) if force_type else [None] * len(questions)
+        return [
+            self._one(q, mode or "typed-rag", f) for q, f in zip(questions, forced, strict=True)
+        ]
 
 
 def linkage_responder(rank_for: dict[str, int] | None = None, default: int = 2):

@@ -66,10 +66,10 @@ def make_scorer(settings: Settings) -> Any:
 class NuclearShy(StandInAnswerer):
     """Fails on one question, so its batch is retried one by one and only that question is lost."""
 
-    def _one(self, question: str, mode: str) -> Any:
+    def _one(self, question: str, mode: str, force_type: str | None = None) -> Any:
         if "nuclear" in question:
             raise RuntimeError("engine fell over")
-        return super()._one(question, mode)
+        return super()._one(question, mode, force_type)
 
 
 def make_nuclear_shy(settings: Settings) -> Any:

@@ -166,6 +166,8 @@ def test_off_by_one_run_and_unparsed_policy(
         *base_args(tmp_path, nfqa_dir),
         "--set",
         "eval.max_resamples=1",
+        "--set",
+        "eval.judge_protocol=linkage",
         "eval",
         "run",
         "--subsets",
@@ -217,6 +219,10 @@ def test_cli_errors_are_clear(
     ]
     assert main(args) == 2
     assert "invalid scorer setting backend" in capsys.readouterr().err
+    # The default judge reads token probabilities: a scorer that cannot give them is refused.
+    args[args.index("gpt5")] = "openai"
+    assert main(args) == 2
+    assert "linkage-prob reads token probabilities" in capsys.readouterr().err
 
 
 def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Path) -> None:

@@ -29,6 +29,7 @@ def eval_settings(settings: Settings, nfqa_dir: Path) -> Settings:
             "eval.batch_size": 3,
             "eval.score_batch_size": 4,
             "eval.bootstrap": 100,
+            "eval.judge_protocol": "linkage",  # text verdicts: the tests count generate batches
         },
     )
 
@@ -181,3 +182,71 @@ def test_parse_methods() -> None:
     assert parse_methods("typed-rag, LLM") == ["typed-rag", "llm"]
     with pytest.raises(UserError, match="unknown method"):
         parse_methods("llm,hyde")
+
+
+async def test_typed_rag_answers_follow_the_recorded_labels(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """Routing in an evaluation uses the stored labels, never a fresh classification."""
+    from eval.labels import QuestionLabel
+
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    # Labels that disagree with what any classifier would say about these questions.
+    recorded = ["DEBATE", "COMPARISON", "REASON", "EXPERIENCE", "INSTRUCTION"]
+    labels = {
+        r.question_id: QuestionLabel(r.question_id, r.subset, t, 0.9, True)
+        for r, t in zip(records, recorded, strict=True)
+    }
+    answerer = StandInAnswerer()
+    runner = EvalRunner(
+        eval_settings,
+        tmp_path / "run",
+        answerer=answerer,
+        scorer_engine=FakeEngine(linkage_responder()),
+        labels=labels,
+        progress=False,
+    )
+    await runner.run(records, ["rag", "typed-rag"])
+    assert answerer.forced == [None] * 5 + recorded  # rag is not routed; typed-rag is
+    answers = {(r["method"], r["question_id"]): r for r in lines(tmp_path / "run" / ANSWERS)}
+    for rec, t in zip(records, recorded, strict=True):
+        row = answers[("typed-rag", rec.question_id)]
+        assert row["route"] == row["type"] == t and row["type_source"] == "forced"
+
+
+async def test_default_protocol_stores_verdict_distributions(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    settings = eval_settings.model_copy(
+        update={"eval": eval_settings.eval.model_copy(update={"judge_protocol": "linkage-prob"})}
+    )
+    engine = FakeEngine(linkage_responder({"rag": 1}, default=3))
+    runner = EvalRunner(
+        settings, tmp_path / "run", answerer=StandInAnswerer(), scorer_engine=engine, progress=False
+    )
+    await runner.run(records, ["llm", "rag"])
+    assert engine.batches == [] and len(engine.choice_calls) == 10  # no text generation
+    scores = {(r["method"], r["question_id"]): r for r in lines(tmp_path / "run" / SCORES)}
+    row = scores[("rag", "nq_0")]
+    assert row["protocol"] == "linkage-prob" and row["rank"] == 1 and row["dist"][0] == 1.0
+    assert scores[("llm", "nq_0")]["rank"] == 3
+
+
+async def test_committed_runs_can_leave_passage_texts_out(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records[:2]
+    settings = eval_settings.model_copy(
+        update={"eval": eval_settings.eval.model_copy(update={"store_passage_text": False})}
+    )
+    runner = EvalRunner(
+        settings,
+        tmp_path / "run",
+        answerer=StandInAnswerer(),
+        scorer_engine=FakeEngine(linkage_responder()),
+        progress=False,
+    )
+    await runner.run(records, ["rag"])
+    (passage,) = lines(tmp_path / "run" / ANSWERS)[0]["result"]["passages"]
+    assert passage["id"] == "p1" and passage["citation"] == 1 and "text" not in passage

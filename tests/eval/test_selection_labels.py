@@ -113,3 +113,14 @@ def test_types_keep_only_questions_with_those_labels() -> None:
     assert [r.question_id for r in got] == ["nq_0", "nq_3", "squad_0", "squad_3"]
     with pytest.raises(UserError, match="DEBATE"):
         select_questions(recs, labels, types=["DEBATE"])
+
+
+def test_first_n_grows_the_same_question_set(nfqa_dir) -> None:
+    from eval.selection import select_questions
+    from eval.wikinfqa import load_wikinfqa
+
+    records = load_wikinfqa(nfqa_dir, "nq,squad").records
+    three = select_questions(records, {}, first=3)
+    six = select_questions(records, {}, first=6)
+    assert len(three) == 3 and len(six) == 6
+    assert {r.question_id for r in three} < {r.question_id for r in six}

@@ -49,6 +49,30 @@ class ChatResult:
     finish_reason: str = "stop"
 
 
+@dataclass(frozen=True)
+class ChoiceRequest:
+    """Score single-token continuations of a chat: the reply starts with ``prefix``.
+
+    A judge that must answer ``[[k]]`` is asked for the probability of each
+    ``k`` after the prefix ``[[`` instead of sampling one verdict: one forward
+    pass, no output that can be cut off or fail to parse, and a distribution
+    from which an expected rank follows.
+    """
+
+    messages: list[dict[str, str]]
+    prefix: str
+    choices: tuple[str, ...]
+
+
+@dataclass
+class ChoiceResult:
+    """Log-probabilities of each choice (over the whole vocabulary) and what it cost."""
+
+    logprobs: dict[str, float]
+    prompt_tokens: int = 0
+    latency_s: float = 0.0
+
+
 @dataclass
 class StreamDelta:
     """A piece of a streamed completion; the last one has ``result`` set."""
@@ -79,6 +103,16 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         """Run a batch of requests together; results are in request order."""
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """Next-token log-probabilities of each request's choices (judges with a distribution).
+
+        Backends that do not expose token probabilities raise :class:`EngineError`.
+        """
+        raise EngineError(
+            f"the {self.name} engine cannot score choices (no token probabilities); "
+            "use a llamacpp or fake engine, or a judge protocol that samples a verdict"
+        )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         """Stream one completion. Default: generate, then yield it whole."""

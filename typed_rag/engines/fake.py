@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-from typed_rag.engines.base import ChatRequest, ChatResult, Engine, StreamDelta
+from typed_rag.engines.base import (
+    ChatRequest,
+    ChatResult,
+    ChoiceRequest,
+    ChoiceResult,
+    Engine,
+    StreamDelta,
+)
 
 Responder = Callable[[ChatRequest], str]
+# Probabilities (need not sum to 1: the rest of the vocabulary) per choice of a request.
+Chooser = Callable[[ChoiceRequest], Mapping[str, float]]
 
 # A valid plan per plan schema (by its "title", see typed_rag.plans), so the
 # default fake engine drives every typed pipeline down its decomposed path.
@@ -75,11 +85,18 @@ def scripted_responder(
 class FakeEngine(Engine):
     name = "fake"
 
-    def __init__(self, responder: Responder = echo_responder, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        responder: Responder = echo_responder,
+        delay_s: float = 0.0,
+        chooser: Chooser | None = None,
+    ) -> None:
         self.model = "fake"
         self.responder = responder
+        self.chooser = chooser
         self.delay_s = delay_s
         self.batches: list[list[ChatRequest]] = []
+        self.choice_calls: list[ChoiceRequest] = []
 
     @property
     def calls(self) -> list[ChatRequest]:
@@ -102,6 +119,26 @@ class FakeEngine(Engine):
                 )
             )
         return out
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """Log of the chooser's probabilities; without a chooser, the choice that the responder's
+        text reply continues its prefix with (certain), else uniform."""
+        self.choice_calls.extend(requests)
+        out = []
+        for req in requests:
+            probs = self.chooser(req) if self.chooser else self._from_responder(req)
+            logprobs = {
+                c: math.log(probs[c]) if probs.get(c, 0.0) > 0 else -math.inf for c in req.choices
+            }
+            out.append(ChoiceResult(logprobs=logprobs, prompt_tokens=len(req.prefix.split())))
+        return out
+
+    def _from_responder(self, req: ChoiceRequest) -> dict[str, float]:
+        text = self.responder(ChatRequest(messages=req.messages))
+        for choice in req.choices:
+            if req.prefix + choice in text:
+                return {choice: 1.0}
+        return dict.fromkeys(req.choices, 1 / len(req.choices))
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         (result,) = await self.generate([request])

@@ -31,9 +31,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
+    ChoiceRequest,
+    ChoiceResult,
     ContextLengthError,
     Engine,
     EngineError,
@@ -49,9 +53,9 @@ DeltaSink = Callable[[str], None]
 class _Job:
     """One request on its way through the worker thread."""
 
-    request: ChatRequest
+    request: ChatRequest | ChoiceRequest
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[ChatResult]
+    future: asyncio.Future[Any]
     on_delta: DeltaSink | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -86,9 +90,7 @@ def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -
         pass
 
 
-def _resolve(
-    future: asyncio.Future[ChatResult], result: ChatResult | None, exc: BaseException | None
-) -> None:
+def _resolve(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
     if future.done():
         return
     if exc is not None:
@@ -175,6 +177,14 @@ class LlamaCppEngine(Engine):
     # -------------------------------------------------------------- requests
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        return await self._submit(requests)
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """One forward pass per request; consecutive requests share their common prompt prefix."""
+        return await self._submit(requests)
+
+    async def _submit(self, requests: Sequence[ChatRequest | ChoiceRequest]) -> list[Any]:
+        """Queue the requests in order and await their results; cancelling drops them all."""
         await self.start()
         loop = asyncio.get_running_loop()
         jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
@@ -226,7 +236,10 @@ class LlamaCppEngine(Engine):
                 continue  # cancelled before it started: dropped
             self._running = job.cancelled
             try:
-                result = self._run(job)
+                if isinstance(job.request, ChoiceRequest):
+                    result: Any = self._score(job.request)
+                else:
+                    result = self._run(job)
                 _post(job.loop, _resolve, job.future, result, None)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 if job.cancelled.is_set():  # aborted in llama_decode: nobody is waiting
@@ -295,10 +308,52 @@ class LlamaCppEngine(Engine):
         stop = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]
         return ids, [s for s in stop if s], formatted.stopping_criteria
 
+    def _score(self, req: ChoiceRequest) -> ChoiceResult:
+        """Log-softmax of the next-token logits after the templated prompt plus ``prefix``.
+
+        The KV cache keeps the longest prefix shared with the previous request
+        (a judge's instructions, question and references repeat across its
+        candidates), so only the new tail is evaluated.
+        """
+        llm = self._llm
+        start = time.perf_counter()
+        ids, _, _ = self.prompt_tokens(req.messages)
+        ids += llm.tokenize(req.prefix.encode("utf-8"), add_bos=False, special=False)
+        if len(ids) >= self.n_ctx:
+            raise EngineError(
+                f"prompt is {len(ids)} tokens, longer than the context window "
+                f"(engine.n_ctx={self.n_ctx})"
+            )
+        choice_ids = {}
+        for choice in req.choices:
+            toks = llm.tokenize(choice.encode("utf-8"), add_bos=False, special=False)
+            if len(toks) != 1:
+                raise EngineError(f"choice {choice!r} is {len(toks)} tokens; choices must be one")
+            choice_ids[choice] = toks[0]
+        cached = list(llm._input_ids[: llm.n_tokens])
+        keep = 0
+        for a, b in zip(cached, ids[:-1], strict=False):  # always evaluate the last token
+            if a != b:
+                break
+            keep += 1
+        llm.n_tokens = keep
+        llm.eval(ids[keep:])
+        # Without logits_all, llama.cpp keeps the logits of each batch's last token only.
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
+        top = logits.max()
+        log_z = top + np.log(np.exp(logits - top).sum())
+        return ChoiceResult(
+            logprobs={c: float(logits[t] - log_z) for c, t in choice_ids.items()},
+            prompt_tokens=len(ids) - keep,
+            latency_s=time.perf_counter() - start,
+        )
+
     def _run(self, job: _Job) -> ChatResult:
         from llama_cpp import StoppingCriteriaList
 
         llm, req = self._llm, job.request
+        assert isinstance(req, ChatRequest)
         start = time.perf_counter()
         ids, template_stop, template_criteria = self.prompt_tokens(req.messages)
         room = self.n_ctx - len(ids)

@@ -1,0 +1,108 @@
+"""Paired comparisons: the bootstrap interval, groups, dropped questions, judge-free shares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eval.metrics import paired_difference
+from eval.paired import cites_shown_passage, gold_test, paired_scores, paired_shares, row_scores
+
+
+def test_paired_bootstrap_matches_the_normal_interval_on_synthetic_scores() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 2000)  # question difficulty: large, shared by both methods
+    diff = rng.normal(0.05, 0.2, 2000)
+    est = paired_difference(list(base + diff), list(base), n_boot=2000, seed=1)
+    half = 1.96 * diff.std(ddof=1) / np.sqrt(diff.size)
+    assert est.mean == pytest.approx(diff.mean(), abs=1e-12)
+    assert est.low == pytest.approx(diff.mean() - half, abs=0.003)
+    assert est.high == pytest.approx(diff.mean() + half, abs=0.003)
+    # Pairing removes the shared difficulty: an unpaired interval would be ~2x wider.
+    assert est.high - est.low < 0.03
+
+
+def test_a_constant_difference_has_a_zero_width_interval() -> None:
+    est = paired_difference([0.6, 0.9, 0.3], [0.5, 0.8, 0.2], n_boot=200)
+    assert (est.mean, est.low, est.high) == pytest.approx((0.1, 0.1, 0.1))
+
+
+def test_row_scores_use_the_verdict_distribution_when_present() -> None:
+    assert row_scores({"n": 3, "rank": 2}) == pytest.approx((0.5, 100 * (1 - 1 / 3)))
+    rr, pr = row_scores({"n": 2, "rank": 1, "dist": [0.5, 0.5, 0.0]})
+    assert rr == pytest.approx(0.75) and pr == pytest.approx(75.0)
+    assert row_scores({"n": 2, "rank": None}) is None
+    assert row_scores({"n": 2, "rank": None}, unparsed="worst") == pytest.approx((1 / 3, 0.0))
+
+
+def _row(method: str, qid: str, rank: int | None, t: str, subset: str = "nq") -> dict:
+    return {"method": method, "question_id": qid, "n": 3, "rank": rank, "type": t, "subset": subset}
+
+
+def test_paired_scores_keep_only_questions_every_method_scored_and_group_them() -> None:
+    scores = [
+        _row("typed-rag", "q1", 1, "REASON"),
+        _row("rag", "q1", 2, "REASON"),
+        _row("typed-rag", "q2", 2, "EVIDENCE-BASED", "squad"),
+        _row("rag", "q2", 2, "EVIDENCE-BASED", "squad"),
+        _row("typed-rag", "q3", 1, "DEBATE"),
+        _row("rag", "q3", None, "DEBATE"),  # never parsed: q3 is dropped for every pair
+    ]
+    out = paired_scores(scores, ["rag", "typed-rag"], n_boot=50)
+    assert out["questions"] == 2 and out["dropped"] == 1
+    rows = {r["subset"]: r for r in out["rows"]}
+    assert set(rows) == {"all", "typed", "nq", "squad", "REASON", "EVIDENCE-BASED"}
+    assert rows["typed"]["n"] == 1 and rows["typed"]["mrr_diff"] == pytest.approx(0.5)
+    assert rows["all"]["n"] == 2 and rows["all"]["mrr_diff"] == pytest.approx(0.25)
+    assert all(r["a"] == "typed-rag" and r["b"] == "rag" for r in out["rows"])
+
+
+def test_gold_and_citation_shares_are_paired() -> None:
+    answers = [
+        {
+            "method": "rag",
+            "question_id": "q1",
+            "answer": "It is honey [1].",
+            "result": {"passages": [{"citation": 1}]},
+        },
+        {
+            "method": "typed-rag",
+            "question_id": "q1",
+            "answer": "A chariot [4].",
+            "result": {"passages": [{"citation": 1}]},
+        },
+        {"method": "rag", "question_id": "q2", "answer": "Dyslexia, mostly.", "result": {}},
+        {
+            "method": "typed-rag",
+            "question_id": "q2",
+            "answer": "dyslexia [2]",
+            "result": {"passages": [{"citation": 2}]},
+        },
+    ]
+    gold = paired_shares(
+        answers, ["rag", "typed-rag"], gold_test({"q1": ["honey"], "q2": ["dyslexia"]}), 50
+    )
+    assert gold["share"]["rag"]["mean"] == 1.0 and gold["share"]["typed-rag"]["mean"] == 0.5
+    assert gold["paired"][0]["diff"] == pytest.approx(-0.5)
+    assert [cites_shown_passage(a) for a in answers] == [True, False, False, True]
+
+
+def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> None:
+    from eval.manifest import read_manifest, write_manifest
+    from typed_rag.config import load_settings
+    from typed_rag.errors import UserError
+
+    run = tmp_path / "run"
+    kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
+    first = load_settings(None, **{"eval.judge_protocol": "linkage-prob"})
+    gated = load_settings(None, **{"eval.judge_protocol": "linkage-prob-gated"})
+    write_manifest(run, first, first, **kw)
+    write_manifest(run, gated, gated, **kw)  # answers only so far: allowed
+    assert read_manifest(run)["scorer"]["protocol"] == "linkage-prob-gated"
+    (run / "scores.jsonl").write_text('{"method": "rag", "question_id": "q1"}\n')
+    with pytest.raises(UserError, match="different settings"):
+        write_manifest(run, first, first, **kw)
+    other_generator = load_settings(None, **{"engine.model": "other"})
+    (run / "scores.jsonl").unlink()
+    with pytest.raises(UserError, match="different settings"):
+        write_manifest(run, other_generator, gated, **kw)  # the generator never may
