@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import errors
+from serving import errors, openapi
 from serving.admission import Admission
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
@@ -71,6 +71,7 @@ def create_app(
     app.state.typed_rag = state
     app.state.metrics = metrics
     app.state.admission = admission
+    app.state.chat = chat
 
     async def require_key(request: Request) -> None:
         expected = server.api_key
@@ -107,6 +108,7 @@ def create_app(
         return Response(metrics.render(), media_type=metrics.content_type)
 
     _install_error_handlers(app, metrics)
+    openapi.install(app, auth=bool(server.api_key), max_input_chars=server.max_input_chars)
     if server.ui:
         _mount_ui(app, settings)
     return app
@@ -121,18 +123,25 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
 
     async def validation(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return errors.validation_error(exc).response()
+        err = errors.validation_error(exc)
+        metrics.errors.labels(code=err.code).inc()
+        return err.response()
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             err = errors.not_found(f"no such endpoint: {request.method} {request.url.path}")
         elif exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
             err = errors.method_not_allowed(
                 f"method {request.method} is not allowed on {request.url.path}"
+                + (f"; allowed: {allow}" if allow else "")
             )
+            if allow:
+                err.headers["Allow"] = allow
         else:
-            err = APIError(exc.status_code, str(exc.detail), code=str(exc.status_code))
+            err = APIError(exc.status_code, str(exc.detail))
+        metrics.errors.labels(code=err.code).inc()
         return err.response()
 
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+from types import FrameType
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from typed_rag.config import Settings
@@ -93,6 +96,7 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
     )
     server = uvicorn.Server(config)
     holder["server"] = server
+    _drain_streams_on_exit(server, app)
     log.info(
         "serving Typed-RAG on http://%s:%d (engine %s, model %s)",
         srv.host,
@@ -112,6 +116,27 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"typed-rag: error: Typed-RAG failed to start: {fatal[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _drain_streams_on_exit(server: Any, app: Any) -> None:
+    """On SIGTERM/SIGINT, end open streams with an error event and ``[DONE]`` first.
+
+    uvicorn waits (``timeout_graceful_shutdown``) for open connections before it
+    stops; a stream that is told why it ends closes at once instead of being cut.
+    """
+    original = server.handle_exit
+
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
+        # Signal handlers run on the main thread, where uvicorn's loop runs.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            loop.call_soon_threadsafe(app.state.chat.drain)
+        original(sig, frame)
+
+    server.handle_exit = handle_exit
 
 
 def normalise_api_url(url: str) -> str:

@@ -13,6 +13,18 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+STATUS_CODES = {
+    400: "invalid_request",
+    401: "invalid_api_key",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    429: "rate_limit_exceeded",
+    500: "internal_error",
+    503: "service_unavailable",
+    504: "request_timeout",
+}
+
 
 class APIError(Exception):
     """A request failure with its HTTP status and OpenAI error fields."""
@@ -31,7 +43,8 @@ class APIError(Exception):
         self.status = status
         self.message = message
         self.type = type
-        self.code = code
+        # Every error has a code, so /metrics counts each under its own.
+        self.code = code or STATUS_CODES.get(status, f"http_{status}")
         self.param = param
         self.headers = headers or {}
 

@@ -94,7 +94,7 @@ class ServerMetrics:
 
     def observe_error(self, mode: str, status: int, code: str | None) -> None:
         self.requests.labels(mode=mode, status=str(status)).inc()
-        self.errors.labels(code=code or "unknown").inc()
+        self.errors.labels(code=code or f"http_{status}").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

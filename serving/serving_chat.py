@@ -11,10 +11,10 @@ has begun.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -25,9 +25,20 @@ from starlette.types import Receive, Scope, Send
 
 from serving import errors
 from serving.admission import Admission, Slot
+from serving.bodies import (
+    CHARS_PER_TOKEN,
+    PASSAGE_TOKENS,
+    PROMPT_TOKENS,
+    check_output_schema,
+    check_unicode,
+    context_window,
+    decode_json,
+    window_setting,
+)
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
 from serving.protocol import (
+    FIELD_POLICY,
     MODES,
     AssistantMessage,
     ChatCompletionChunk,
@@ -42,7 +53,8 @@ from serving.protocol import (
     usage_of,
 )
 from serving.state import ServerState
-from typed_rag.engines.base import EngineError
+from typed_rag.conversation import ChatOptions, Turn
+from typed_rag.engines.base import ContextLengthError, EngineError
 from typed_rag.errors import UserError
 from typed_rag.progress import Progress
 from typed_rag.result import Result
@@ -54,6 +66,17 @@ T = TypeVar("T")
 CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen in metrics/logs
 DONE = "data: [DONE]\n\n"
 KEEPALIVE = ": keep-alive\n\n"  # an SSE comment; clients (and the openai SDK) skip it
+SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated request's question, what the chat adds, and the fitted ``top_k``."""
+
+    question: str
+    chat: ChatOptions
+    top_k: int | None
+    notes: list[str]
 
 
 class ClientDisconnected(Exception):
@@ -94,10 +117,30 @@ class OpenAIServingChat:
         self.admission = admission
         self.metrics = metrics
         self.server = state.settings.server
+        self._streams: set[_Pump] = set()
+
+    def drain(self) -> None:
+        """The server is stopping (SIGTERM): end every open stream with an in-band
+        error event and ``[DONE]``, so clients see why their answer stopped."""
+        for pump in list(self._streams):
+            pump.fail(
+                APIError(
+                    503,
+                    "the server is shutting down; retry the request",
+                    type="service_unavailable_error",
+                    code="server_shutting_down",
+                )
+            )
 
     # -- request parsing -------------------------------------------------
 
     async def parse(self, raw: Request) -> ChatCompletionRequest:
+        """The validated request, or an :class:`APIError` (400/413) naming what is wrong.
+
+        The body's size and nesting depth are checked before it is decoded, and
+        strings must be valid Unicode (no unpaired surrogates), so no body can
+        reach the decoder's recursion limit or the tokenizer's encoding.
+        """
         content_type = raw.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             raise errors.bad_request(
@@ -105,14 +148,10 @@ class OpenAIServingChat:
                 code="invalid_content_type",
             )
         body = await self._read_body(raw)
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(
-                f"request body is not valid JSON: {exc}", code="invalid_json"
-            ) from None
+        data = decode_json(body, self.server.max_json_depth)
         if not isinstance(data, dict):
             raise errors.bad_request("request body must be a JSON object", code="invalid_json")
+        check_unicode(data)
         try:
             req = ChatCompletionRequest.model_validate(data)
         except ValidationError as exc:
@@ -123,6 +162,7 @@ class OpenAIServingChat:
                 param="model",
                 code="model_not_found",
             )
+        check_output_schema(req.output_schema())
         return req
 
     async def _read_body(self, raw: Request) -> bytes:
@@ -150,10 +190,24 @@ class OpenAIServingChat:
             ) from None
         return b"".join(chunks)
 
-    def question_of(self, req: ChatCompletionRequest) -> str:
-        """The last user message: Typed-RAG answers one question, the rest is context only."""
-        if not req.messages:
-            raise errors.bad_request("'messages' must not be empty", param="messages")
+    def question_of(self, req: ChatCompletionRequest) -> Prepared:
+        """The last user message (the question) and what the rest of the request adds.
+
+        Earlier user/assistant turns become the conversation a follow-up is
+        rewritten from; system and developer messages instruct the final answer.
+        Each user or system message may have ``server.max_input_chars`` characters
+        (the OpenAPI schema says so too); blank user messages fail validation.
+        """
+        limit = self.server.max_input_chars
+        for i, m in enumerate(req.messages):
+            size = len(m.text())
+            if m.role in ("user", *SYSTEM_ROLES) and size > limit:
+                raise errors.bad_request(
+                    f"messages[{i}] ({m.role}) has {size} characters; this server accepts "
+                    f"at most {limit} per message (server.max_input_chars)",
+                    param=f"messages.{i}.content",
+                    code="input_too_long",
+                )
         users = [i for i, m in enumerate(req.messages) if m.role == "user"]
         if not users:
             raise errors.bad_request(
@@ -161,20 +215,59 @@ class OpenAIServingChat:
             )
         last = users[-1]
         question = req.messages[last].text().strip()
-        if not question:
+        system = "\n\n".join(
+            text for m in req.messages if m.role in SYSTEM_ROLES and (text := m.text().strip())
+        )
+        history = [
+            Turn(role=m.role, text=m.text())
+            for m in req.messages[:last]
+            if m.role not in SYSTEM_ROLES and m.text().strip()
+        ]
+        chat = ChatOptions(
+            history=history,
+            system=system,
+            stop=req.stop_strings(),
+            json_schema=req.output_schema(),
+        )
+        top_k, notes = self._fit_context(req, question, system)
+        return Prepared(question=question, chat=chat, top_k=top_k, notes=notes)
+
+    def _fit_context(
+        self, req: ChatCompletionRequest, question: str, system: str
+    ) -> tuple[int | None, list[str]]:
+        """``top_k`` lowered so the final prompt fits the model's context, before any engine call.
+
+        An estimate: passages of at most :data:`PASSAGE_TOKENS` tokens, the question
+        and system text, the prompt's own instructions, and the answer's tokens
+        (up to half the window; the engine stops an answer at the window's end).
+        A lowered ``top_k`` is reported in ``typed_rag.fallbacks``; a request
+        whose text alone leaves no room is a 400 naming the limit.
+        """
+        window = context_window(self.state.settings)
+        if window is None or req.model == "llm":
+            return req.top_k, []
+        settings = self.state.settings
+        answer = req.max_completion_tokens or req.max_tokens or settings.sampling.max_tokens
+        reserve = min(answer, window // 2)
+        fixed = PROMPT_TOKENS + (len(question) + len(system)) // CHARS_PER_TOKEN
+        fits = (window - reserve - fixed) // PASSAGE_TOKENS
+        if fits < 1:
             raise errors.bad_request(
-                f"the last user message (messages[{last}]) is empty",
-                param=f"messages.{last}.content",
+                f"the question and system messages (~{fixed} tokens with the prompt) and "
+                f"{reserve} answer tokens leave no room for a passage in the model's context "
+                f"of {window} tokens ({window_setting(settings)})",
+                param="messages",
+                code="context_length_exceeded",
             )
-        limit = self.server.max_input_chars
-        if len(question) > limit:
-            raise errors.bad_request(
-                f"the question in messages[{last}] has {len(question)} characters; "
-                f"this server accepts at most {limit} (server.max_input_chars)",
-                param=f"messages.{last}.content",
-                code="input_too_long",
-            )
-        return question
+        top_k = req.top_k or settings.retrieval.top_k
+        if top_k <= fits:
+            return req.top_k, []
+        note = (
+            f"context: top_k {top_k} -> {fits}, so passages (~{PASSAGE_TOKENS} tokens each), "
+            f"the question and {reserve} answer tokens fit the model's context of {window} "
+            f"tokens ({window_setting(settings)})"
+        )
+        return fits, [note]
 
     # -- the endpoint ----------------------------------------------------
 
@@ -184,7 +277,7 @@ class OpenAIServingChat:
         try:
             req = await self.parse(raw)
             mode = req.model
-            question = self.question_of(req)
+            prep = self.question_of(req)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "
@@ -200,9 +293,9 @@ class OpenAIServingChat:
         deadline = asyncio.get_running_loop().time() + self.server.request_timeout_s
         request_id = completion_id()
         if req.stream:
-            return await self._start_stream(raw, req, question, slot, deadline, request_id, started)
+            return await self._start_stream(raw, req, prep, slot, deadline, request_id, started)
         try:
-            result = await self._guarded(raw, slot, deadline, lambda: self._answer(req, question))
+            result = await self._guarded(raw, slot, deadline, lambda: self._answer(req, prep))
         except ClientDisconnected:
             self._count_cancel(request_id, mode)
             return Response(status_code=CLIENT_CLOSED)
@@ -210,7 +303,7 @@ class OpenAIServingChat:
             self.metrics.observe_error(mode, exc.status, exc.code)
             return exc.response()
         except Exception as exc:  # noqa: BLE001 - turned into an OpenAI 500 below
-            err = self._internal(exc, request_id, mode, question)
+            err = self._internal(exc, request_id, mode, prep.question)
             self.metrics.observe_error(mode, err.status, err.code)
             return err.response()
         finally:
@@ -220,7 +313,12 @@ class OpenAIServingChat:
         response = ChatCompletionResponse(
             id=request_id,
             model=req.model,
-            choices=[Choice(message=AssistantMessage(content=result.answer))],
+            choices=[
+                Choice(
+                    message=AssistantMessage(content=result.answer),
+                    finish_reason=result.finish_reason,
+                )
+            ],
             usage=usage_of(result),
             typed_rag=self._info(req, result, latency),
         )
@@ -262,18 +360,23 @@ class OpenAIServingChat:
             raise ClientDisconnected
         raise errors.timeout(self.server.request_timeout_s)
 
-    def _answer_kwargs(self, req: ChatCompletionRequest) -> dict[str, Any]:
+    def _answer_kwargs(self, req: ChatCompletionRequest, prep: Prepared) -> dict[str, Any]:
         return {
             "mode": req.model,
             "force_type": req.force_type,
-            "top_k": req.top_k,
-            "seed": req.seed,
+            "top_k": prep.top_k,
+            "seed": req.engine_seed(),
             "sampling": req.sampling(),
+            "chat": prep.chat,
         }
 
-    async def _answer(self, req: ChatCompletionRequest, question: str) -> Result:
+    async def _answer(self, req: ChatCompletionRequest, prep: Prepared) -> Result:
         try:
-            return await self.state.rag.answer(question, **self._answer_kwargs(req))
+            result = await self.state.rag.answer(prep.question, **self._answer_kwargs(req, prep))
+            result.fallbacks.extend(prep.notes)
+            return result
+        except ContextLengthError as exc:
+            raise _context_error(exc) from None
         except UserError as exc:
             raise errors.bad_request(str(exc)) from None
 
@@ -283,7 +386,7 @@ class OpenAIServingChat:
         self,
         raw: Request,
         req: ChatCompletionRequest,
-        question: str,
+        prep: Prepared,
         slot: Slot,
         deadline: float,
         request_id: str,
@@ -301,13 +404,13 @@ class OpenAIServingChat:
             slot.release()
             self.metrics.observe_error(req.model, exc.status, exc.code)
             return exc.response()
-        events = self._stream_events(req, question, deadline, request_id, started)
+        events = self._stream_events(req, prep, deadline, request_id, started)
         return SSEResponse(events, on_close=slot.release)
 
     async def _stream_events(
         self,
         req: ChatCompletionRequest,
-        question: str,
+        prep: Prepared,
         deadline: float,
         request_id: str,
         started: float,
@@ -328,9 +431,10 @@ class OpenAIServingChat:
         # keep-alive comments while a long plan round runs and stop the work
         # at the deadline or when the client leaves.
         stream = self.state.rag.answer_stream(
-            question, progress=req.progress_events, **self._answer_kwargs(req)
+            prep.question, progress=req.progress_events, **self._answer_kwargs(req, prep)
         )
         pump = _Pump(stream)
+        self._streams.add(pump)
         loop = asyncio.get_running_loop()
         result: Result | None = None
         error: APIError | None = None
@@ -350,6 +454,7 @@ class OpenAIServingChat:
                     break
                 if isinstance(event, Result):
                     result = event
+                    result.fallbacks.extend(prep.notes)
                 elif isinstance(event, Progress):
                     # Empty content, so OpenAI clients that only read delta.content skip it.
                     progress = ProgressEvent.model_validate(event.to_dict())
@@ -364,7 +469,7 @@ class OpenAIServingChat:
             latency = time.perf_counter() - started
             yield chunk(
                 DeltaMessage(),
-                finish="stop",
+                finish=result.finish_reason,
                 usage=usage_of(result),
                 typed_rag=self._info(req, result, latency),
             )
@@ -375,11 +480,14 @@ class OpenAIServingChat:
             raise
         except APIError as exc:
             error = exc
+        except ContextLengthError as exc:
+            error = _context_error(exc)
         except UserError as exc:
             error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
-            error = self._internal(exc, request_id, req.model, question)
+            error = self._internal(exc, request_id, req.model, prep.question)
         finally:
+            self._streams.discard(pump)
             await pump.stop()
         if error is not None:
             self.metrics.observe_error(req.model, error.status, error.code)
@@ -442,15 +550,56 @@ class OpenAIServingChat:
         return errors.internal()
 
 
+def _context_error(exc: ContextLengthError) -> APIError:
+    """The engine found a prompt longer than its context: the request's fault, not a 503."""
+    return errors.bad_request(str(exc), param="messages", code="context_length_exceeded")
+
+
+_ROLE_TAGS = frozenset({"user", "system", "developer", "assistant", "tool"})
+_FORMAT_TAGS = frozenset({"text", "json_object", "json_schema"})
+_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    """The field's dotted path, without pydantic's union labels (message role, member type)."""
+    out: list[str] = []
+    for i, part in enumerate(loc):
+        prev = loc[i - 1] if i else None
+        if isinstance(part, int):
+            out.append(str(part))
+        elif isinstance(prev, int) and out[:1] == ["messages"] and part in _ROLE_TAGS:
+            continue
+        elif prev == "response_format" and part in _FORMAT_TAGS:
+            continue
+        elif "[" in part or "-" in part or part in _TYPE_LABELS:
+            continue
+        else:
+            out.append(part)
+    return ".".join(out) or None
+
+
 def _from_validation(exc: ValidationError) -> APIError:
-    first = exc.errors()[0]
-    param = ".".join(str(p) for p in first.get("loc", ())) or None
+    """The most telling problem (a union's "wrong type" errors come last), naming its field."""
+    problems = sorted(exc.errors(), key=lambda e: str(e.get("type", "")).endswith("_type"))
+    first = problems[0]
+    param = _param(tuple(first.get("loc", ())))
+    kind = first.get("type")
     msg = first.get("msg", "invalid value")
-    if param == "messages" and first.get("type") == "missing":
+    if param == "messages" and kind == "missing":
         return errors.bad_request("'messages' is required", param="messages")
-    more = len(exc.errors()) - 1
-    extra = f" (and {more} more problem(s))" if more else ""
-    return errors.bad_request(f"invalid '{param}': {msg}{extra}", param=param, code="invalid_value")
+    if param == "messages" and kind == "too_short":
+        return errors.bad_request("'messages' must not be empty", param="messages")
+    if kind == "string_pattern_mismatch":
+        msg = "must not be empty or blank"
+    top = (param or "").split(".")[0]
+    policy = FIELD_POLICY.get(top)
+    if policy is not None and policy[0] == "rejected":
+        param = top
+        msg += f" ({param} is not supported: {policy[1]})"
+        return errors.bad_request(
+            f"invalid '{param}': {msg}", param=param, code="unsupported_parameter"
+        )
+    return errors.bad_request(f"invalid '{param}': {msg}", param=param, code="invalid_value")
 
 
 _END = object()
@@ -473,6 +622,17 @@ class _Pump:
             await self._queue.put(("error", exc))
             return
         await self._queue.put(("item", _END))
+
+    def fail(self, exc: BaseException) -> None:
+        """End the stream with ``exc``: the source stops, the consumer raises it next."""
+        if not self._task.done():
+            self._task.cancel()
+        while True:
+            try:
+                self._queue.put_nowait(("error", exc))
+                return
+            except asyncio.QueueFull:
+                self._queue.get_nowait()  # the stream is ending: drop a queued piece
 
     async def next(self, timeout: float) -> tuple[bool, Any]:
         """``(True, item)``, or ``(False, None)`` if nothing came within ``timeout``.

@@ -30,3 +30,23 @@ def test_config_file_and_override_precedence(tmp_path) -> None:
     cfg.write_text('mode = "rag"\n[engine]\nbackend = "fake"\nn_ctx = 1024\n')
     s = load_settings(cfg, **{"engine.n_ctx": "2048"})
     assert (s.mode, s.engine.backend, s.engine.n_ctx) == ("rag", "fake", 2048)
+
+
+def test_set_is_accepted_after_the_subcommand(capsys) -> None:
+    """``typed-rag serve --set k=v`` as well as ``typed-rag --set k=v serve``."""
+    assert main(["retrieve", "x", "--set", "engine.backend=nope"]) == 2
+    assert "engine.backend" in capsys.readouterr().err
+    assert main(["retrieve", "x", "--set=bogus=1"]) == 2
+    assert "bogus" in capsys.readouterr().err
+
+
+def test_set_after_the_subcommand_applies(tmp_path) -> None:
+    from typed_rag.cli import build_parser, parse_args
+
+    parser = build_parser()
+    args = parse_args(parser, ["--set", "a=1", "serve", "--port", "9000", "--set", "b=2"])
+    assert args.overrides == ["a=1", "b=2"] and args.port == 9000
+    args = parse_args(parser, ["serve", "--config", str(tmp_path / "x.toml")])
+    assert args.config == str(tmp_path / "x.toml")
+    with pytest.raises(SystemExit):
+        parse_args(parser, ["serve", "--bogus"])

@@ -57,9 +57,31 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``, also taking the global ``--set``/``--config`` after the subcommand.
+
+    ``typed-rag serve --set k=v`` reads as naturally as ``typed-rag --set k=v serve``;
+    a subcommand's own option of the same name (``eval constraints-run --set FILE``)
+    keeps precedence, since the subcommand parses its arguments first.
+    """
+    args, rest = parser.parse_known_args(argv)
+    if not rest:
+        return args
+    late = argparse.ArgumentParser(add_help=False)
+    late.add_argument("--set", dest="overrides", action="append", default=[])
+    late.add_argument("--config")
+    more, unknown = late.parse_known_args(rest)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.overrides = [*args.overrides, *more.overrides]
+    if more.config is not None:
+        args.config = more.config
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -186,8 +186,22 @@ class ServerSettings(BaseModel):
     request_timeout_s: float = 600.0
     max_input_chars: int = 4000
     max_body_bytes: int = 1_048_576  # larger request bodies get 413
+    max_json_depth: int = 32  # deeper JSON nesting is refused (400) before it is decoded
     sse_keepalive_s: float = 15.0  # SSE comment sent while a stream waits on its plan rounds
     ui: bool = True
+
+
+class ConversationSettings(BaseModel):
+    """Follow-up questions: rewriting the last message into a standalone question.
+
+    ``cue`` (default) asks the engine only when the request has earlier turns
+    and the message refers back to them (see :mod:`typed_rag.conversation`);
+    ``always`` rewrites every message that has history; ``off`` never does.
+    """
+
+    rewrite: Literal["off", "cue", "always"] = "cue"
+    max_turns: int = Field(default=6, ge=1)  # earlier messages shown to the rewrite
+    max_turn_chars: int = Field(default=600, ge=50)  # each cut to this length
 
 
 class ConstraintSettings(BaseModel):
@@ -360,6 +374,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     augment: AugmentSettings = Field(default_factory=AugmentSettings)
     method: MethodSettings = Field(default_factory=MethodSettings)
 

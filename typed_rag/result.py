@@ -57,6 +57,11 @@ class Result(BaseModel):
     question: str
     mode: str  # "typed-rag" | "rag" | "llm"
     answer: str = ""
+    # "stop", or "length" when max_tokens cut the final answer.
+    finish_reason: str = "stop"
+    # A follow-up rewritten from its conversation: {"question": the standalone
+    # question, "rewritten": bool, ...}. None: the request had no earlier turns.
+    rewrite: dict[str, Any] | None = None
     type: str | None = None  # QuestionType value used to pick the pipeline
     predicted_type: str | None = None  # what the classifier said (may differ if unsure/forced)
     probabilities: dict[str, float] = Field(default_factory=dict)

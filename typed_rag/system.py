@@ -36,6 +36,15 @@ from typed_rag.constraints import (
     parse_constraints,
     with_instructions,
 )
+from typed_rag.conversation import (
+    REWRITE_SCHEMA,
+    ChatOptions,
+    Turn,
+    needs_rewrite,
+    parse_rewrite,
+    rewrite_messages,
+    with_chat_options,
+)
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
@@ -157,15 +166,17 @@ class TypedRAG:
         seed: int | None = None,
         sampling: Mapping[str, Any] | None = None,
         on_event: ProgressSink | None = None,
+        chat: ChatOptions | None = None,
     ) -> Result:
         """Answer one question and return the answer with its full trace.
 
         ``sampling`` overrides fields of ``settings.sampling`` for this call
         (e.g. ``{"temperature": 0.2, "max_tokens": 256}``); ``on_event`` is
-        called with each :class:`Progress` event as it happens.
+        called with each :class:`Progress` event as it happens; ``chat`` carries the
+        conversation the question is the last message of (see :mod:`typed_rag.conversation`).
         """
         ctx, final, start = await self._prepare(
-            question, mode, force_type, top_k, seed, None, sampling, on_event
+            question, mode, force_type, top_k, seed, None, sampling, on_event, chat
         )
         ctx.result.answer = (await ctx.run_final(final)).strip()
         return self._finish(ctx, start)
@@ -179,16 +190,18 @@ class TypedRAG:
         seed: int | None = None,
         sampling: Mapping[str, Any] | None = None,
         progress: bool = False,
+        chat: ChatOptions | None = None,
     ) -> AsyncIterator[str | Progress | Result]:
         """Yield the final answer as text deltas, then the Result (whose answer is their join).
 
         With ``progress``, :class:`Progress` events (type, plan, each sub-answer,
-        answer start) are yielded too, each as soon as it exists, before the deltas.
+        answer start) are yielded too, each as soon as it exists, before the deltas;
+        ``chat`` as in :meth:`answer`.
         """
         events: asyncio.Queue[Progress] = asyncio.Queue()
         sink = events.put_nowait if progress else None
         prepare = asyncio.ensure_future(
-            self._prepare(question, mode, force_type, top_k, seed, None, sampling, sink)
+            self._prepare(question, mode, force_type, top_k, seed, None, sampling, sink, chat)
         )
         try:
             while not prepare.done():
@@ -213,6 +226,25 @@ class TypedRAG:
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
         yield self._finish(ctx, start, streamed=True)
+
+    async def rewrite(
+        self, message: str, history: Sequence[Turn], seed: int | None = None
+    ) -> dict[str, Any]:
+        """Only the follow-up rewrite of :meth:`answer` (for its evaluation): the
+        ``Result.rewrite`` dict, plus the engine calls it made under ``calls``."""
+        message = _check_question(message)
+        result = Result(question=message, mode=self.settings.mode)
+        ctx = Context(
+            question=message,
+            settings=self.settings,
+            engine=self.engine,
+            result=result,
+            seed=self.settings.sampling.seed if seed is None else seed,
+        )
+        await self._rewrite(ctx, history)
+        info = dict(result.rewrite or {})
+        info["calls"] = [c.model_dump() for c in result.calls]
+        return info
 
     async def answer_many(
         self,
@@ -273,6 +305,7 @@ class TypedRAG:
         classified: tuple[TypePrediction | None, float] | None,
         sampling: Mapping[str, Any] | None = None,
         on_event: ProgressSink | None = None,
+        chat: ChatOptions | None = None,
     ) -> tuple[Context, Final, float]:
         start = time.perf_counter()
         question = _check_question(question)
@@ -300,6 +333,11 @@ class TypedRAG:
             on_event=on_event,
             started=start,
         )
+        if chat is not None:
+            ctx.stop = list(chat.stop) or None
+            ctx.output_schema = chat.json_schema
+            if chat.history and await self._rewrite(ctx, chat.history):
+                classified = None  # classify the standalone question
         if mode == "typed-rag" and await self._detect_constraints(ctx):
             classified = None  # classify the core question, without the instruction
         if classified is not None:
@@ -342,8 +380,35 @@ class TypedRAG:
                 question[:200],
             )
             raise
-        final.messages = with_instructions(final.messages, ctx.constraints)
+        final.messages = with_chat_options(with_instructions(final.messages, ctx.constraints), chat)
         return ctx, final, start
+
+    async def _rewrite(self, ctx: Context, history: Sequence[Turn]) -> bool:
+        """Make a follow-up standalone from its conversation (``conversation.rewrite``).
+
+        On success the context's question becomes the standalone question, which
+        then drives classification, planning and retrieval; returns whether it
+        changed. A reply that never parses is a recorded fallback.
+        """
+        conv = self.settings.conversation
+        original = ctx.question
+        if conv.rewrite == "off" or (conv.rewrite == "cue" and not needs_rewrite(original)):
+            reason = "off" if conv.rewrite == "off" else "self-contained"
+            ctx.result.rewrite = {"question": original, "rewritten": False, "skipped": reason}
+            return False
+        trace: dict[str, Any] = {}
+        messages = rewrite_messages(
+            history, original, max_turns=conv.max_turns, max_turn_chars=conv.max_turn_chars
+        )
+        standalone = await ctx.plan("rewrite", messages, REWRITE_SCHEMA, parse_rewrite, trace)
+        if standalone is None:
+            ctx.fallback("rewrite: reply unparseable -> the message used as the question")
+            ctx.result.rewrite = {"question": original, "rewritten": False, **trace}
+            return False
+        changed = standalone != original
+        ctx.result.rewrite = {"question": standalone, "rewritten": changed, **trace}
+        ctx.question = standalone
+        return changed
 
     async def _detect_constraints(self, ctx: Context) -> bool:
         """Find include/exclude subtopics in the question (``constraints.mode``).

@@ -49,6 +49,8 @@ EXAMPLES = [
     "What is the difference between coffee and tea?",
 ]
 
+LOGIN_MESSAGE = "Password: the server's API key (server.api_key). Any user name works."
+
 Outputs = tuple[list[dict[str, str]], str, str, str, str, str]
 
 
@@ -76,6 +78,19 @@ def _live_plan(live: dict[str, Any]) -> str:
     return "_Planning…_"
 
 
+def _conversation(history: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Earlier turns for the server (follow-ups are rewritten from them); errors left out."""
+    out = []
+    for turn in history:
+        content = turn.get("content")
+        if turn.get("role") not in ("user", "assistant") or not isinstance(content, str):
+            continue
+        if not content.strip() or content.startswith("⚠️"):
+            continue
+        out.append({"role": str(turn["role"]), "content": content})
+    return out
+
+
 def make_responder(
     api_base: str, api_key: str | None = None, timeout_s: float = 600.0
 ) -> Callable[..., AsyncIterator[Outputs]]:
@@ -92,6 +107,7 @@ def make_responder(
         if not question:
             yield history, "", EMPTY_BADGE, EMPTY_PLAN, EMPTY_SOURCES, "Type a question first."
             return
+        conversation = _conversation(history)
         history.append({"role": "user", "content": question})
         history.append({"role": "assistant", "content": ""})
         mode = mode if mode in MODES else "typed-rag"
@@ -101,8 +117,8 @@ def make_responder(
         info: dict[str, Any] | None = None
         try:
             stream = await client.chat.completions.create(
-                model=mode,
-                messages=[{"role": "user", "content": question}],
+                model=mode if mode in MODES else "typed-rag",
+                messages=[*conversation, {"role": "user", "content": question}],
                 stream=True,
             )
             async for chunk in stream:
@@ -228,7 +244,15 @@ def mount_demo(
         def auth(_user: str, password: str) -> bool:
             return hmac.compare_digest(password.encode(), key.encode())
 
-    return gr.mount_gradio_app(app, demo, path=path, auth=auth, footer_links=[], css=CSS)
+    return gr.mount_gradio_app(
+        app,
+        demo,
+        path=path,
+        auth=auth,
+        auth_message=LOGIN_MESSAGE if auth else None,
+        footer_links=[],
+        css=CSS,
+    )
 
 
 def launch(

@@ -79,6 +79,10 @@ def plan_markdown(info: dict[str, Any] | None) -> str:
         return EMPTY_PLAN
     plan = info.get("plan") or {}
     lines: list[str] = []
+    rewrite = info.get("rewrite") or {}
+    if rewrite.get("rewritten"):
+        lines.append(f"**Follow-up understood as**: {rewrite.get('question', '')}")
+        lines.append("")
     found = info.get("constraints") or {}
     if found.get("detected"):
         lines.append("**Coverage instructions**")

@@ -316,3 +316,26 @@ def _wait_until(check, timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def test_every_error_is_counted_under_its_own_code(srv: LiveServer) -> None:
+    posts = [
+        {"messages": []},  # no code of its own before: now invalid_request
+        {"messages": [{"role": "system", "content": "x"}]},
+        {"messages": [Q], "logprobs": True},
+    ]
+    for body in posts:
+        post(srv, body)
+    httpx.get(srv.api + "/nowhere")
+    text = httpx.get(srv.url + "/metrics").text
+    assert 'code="unknown"' not in text
+    for code in ("invalid_request", "unsupported_parameter", "not_found"):
+        assert srv.metric("typed_rag_errors_total", f'code="{code}"') >= 1, code
+
+
+@pytest.mark.parametrize("method", ["TRACE", "PUT", "DELETE", "PATCH"])
+def test_undeclared_methods_are_405_with_allow(srv: LiveServer, method: str) -> None:
+    for path, allowed in (("/v1/chat/completions", "POST"), ("/health", "GET")):
+        r = httpx.request(method, srv.url + path)
+        assert_openai_error(r, 405, "method_not_allowed")
+        assert allowed in r.headers["allow"], r.headers

@@ -268,3 +268,38 @@ def test_demo_is_behind_the_api_key_when_one_is_set(tmp_path: Path) -> None:
         client = Client(srv.url + "/ui/", auth=("anyone", "s3cret"), verbose=False)
         history, *_rest, status = client.predict(QUESTION, [], "rag", api_name="/chat")
         assert status == "" and "A fake answer" in str(history[-1]["content"])
+
+
+def test_login_page_says_the_password_is_the_api_key(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path, **{"server.ui": True, "server.api_key": "s3cret"})
+    with live_server(settings, make_rag(settings)) as srv:
+        page = httpx.get(srv.url + "/ui/", follow_redirects=True, timeout=30).text
+        assert "API key" in page and "server.api_key" in page
+
+
+def test_demo_sends_the_conversation_and_shows_the_rewrite(tmp_path: Path) -> None:
+    import json
+
+    from typed_rag.engines.fake import scripted_responder
+    from ui.demo import make_responder
+
+    standalone = "Where was tea first grown?"
+    engine = ProbeEngine(
+        responder=scripted_responder({"standalone_question": json.dumps({"question": standalone})})
+    )
+    settings = server_settings(tmp_path)
+    earlier = [
+        {"role": "user", "content": "What is tea?"},
+        {"role": "assistant", "content": "Tea is an aromatic beverage [1]."},
+        {"role": "assistant", "content": "⚠️ The server is busy."},  # a shown error: not sent
+    ]
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        respond = make_responder(srv.api)
+        outputs = asyncio.run(_collect(respond("Where was it first grown?", earlier, "rag")))
+    history, _box, _badge, plan, _sources, status = outputs[-1]
+    assert status == "" and history[-2]["content"] == "Where was it first grown?"
+    assert f"understood as**: {standalone}" in plan
+    rewrite_call = next(c for c in engine.calls if c.json_schema is not None)
+    prompt = rewrite_call.messages[-1]["content"]
+    assert "Tea is an aromatic beverage" in prompt and "busy" not in prompt
+    assert "A fake answer" in history[-1]["content"]

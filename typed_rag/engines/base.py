@@ -21,6 +21,10 @@ class EngineError(RuntimeError):
     """A backend failed in a way the caller should report (not a user error)."""
 
 
+class ContextLengthError(EngineError):
+    """A prompt longer than the model's context: the request's fault (the server says 400)."""
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request. ``json_schema`` constrains the output to JSON."""

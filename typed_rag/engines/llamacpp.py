@@ -38,6 +38,7 @@ from typed_rag.engines.base import (
     ChatResult,
     ChoiceRequest,
     ChoiceResult,
+    ContextLengthError,
     Engine,
     EngineError,
     StreamDelta,
@@ -144,6 +145,10 @@ class LlamaCppEngine(Engine):
         self._formatter: Any = None
         self._fatal: BaseException | None = None
         self._start_lock = threading.Lock()
+        # The running job's cancel flag, read by llama.cpp's abort callback
+        # between graph nodes, so a cancelled prompt stops mid-evaluation.
+        self._running: threading.Event | None = None
+        self._abort_callback: Any = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -245,6 +250,7 @@ class LlamaCppEngine(Engine):
                 break
             if job.cancelled.is_set() or job.future.done():
                 continue  # cancelled before it started: dropped
+            self._running = job.cancelled
             try:
                 if isinstance(job.request, ChoiceRequest):
                     result: Any = self._score(job.request)
@@ -252,8 +258,14 @@ class LlamaCppEngine(Engine):
                     result = self._run(job)
                 _post(job.loop, _resolve, job.future, result, None)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                log.exception("llama.cpp request failed")
-                _post(job.loop, _resolve, job.future, None, exc)
+                if job.cancelled.is_set():  # aborted in llama_decode: nobody is waiting
+                    log.debug("llama.cpp request aborted after its caller left: %s", exc)
+                    _post(job.loop, job.future.cancel)
+                else:
+                    log.exception("llama.cpp request failed")
+                    _post(job.loop, _resolve, job.future, None, exc)
+            finally:
+                self._running = None
         self._llm.close()
         self._llm = None
 
@@ -285,7 +297,23 @@ class LlamaCppEngine(Engine):
             stop_token_ids=[eos_id],
         )
         self._llm = llm
+        self._install_abort(llm)
         log.info("llama.cpp loaded %s in %.1f s", self.model_path.name, time.perf_counter() - start)
+
+    def _install_abort(self, llm: Any) -> None:
+        """Let a cancelled request stop llama_decode itself (prompt processing included).
+
+        The stopping criterion only runs between sampled tokens; a long prompt
+        is one llama_decode call per batch, which this callback interrupts.
+        """
+        import llama_cpp
+
+        def should_abort(_data: Any) -> bool:
+            running = self._running
+            return running is not None and running.is_set()
+
+        self._abort_callback = llama_cpp.ggml_abort_callback(should_abort)  # kept alive here
+        llama_cpp.llama_set_abort_callback(llm._ctx.ctx, self._abort_callback, None)
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> tuple[list[int], list[str], Any]:
         """Token ids of the templated prompt, the template's stop strings and criteria."""
@@ -346,7 +374,7 @@ class LlamaCppEngine(Engine):
         ids, template_stop, template_criteria = self.prompt_tokens(req.messages)
         room = self.n_ctx - len(ids)
         if room < 1:
-            raise EngineError(
+            raise ContextLengthError(
                 f"prompt is {len(ids)} tokens, longer than the context window "
                 f"(engine.n_ctx={self.n_ctx})"
             )

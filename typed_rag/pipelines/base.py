@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from typed_rag.config import SamplingSettings, Settings
@@ -59,6 +59,9 @@ class Context:
     # Progress hook (type, plan, each sub-answer, answer start); None: nobody listens.
     on_event: ProgressSink | None = None
     started: float = field(default_factory=time.perf_counter)
+    # The asker's stop strings and output schema: the final generation only.
+    stop: list[str] | None = None
+    output_schema: dict[str, Any] | None = None
     rounds: int = 0
     _cited: dict[str, CitedPassage] = field(default_factory=dict)
 
@@ -219,11 +222,13 @@ class Context:
         return done.items
 
     def final_request(self, final: Final) -> ChatRequest:
-        return self.request(final.messages)
+        req = self.request(final.messages, json_schema=self.output_schema)
+        return replace(req, stop=list(self.stop)) if self.stop else req
 
     async def run_final(self, final: Final) -> str:
         self.emit("answer", step=final.step)
         (res,) = await self.generate(final.step, [self.final_request(final)], stage="generate")
+        self.result.finish_reason = "length" if res.finish_reason == "length" else "stop"
         return res.text
 
     async def stream_final(self, final: Final) -> AsyncIterator[str]:
@@ -237,6 +242,8 @@ class Context:
                     yield delta.text
                 if delta.result is not None:
                     self.record(final.step, delta.result)
+                    length = delta.result.finish_reason == "length"
+                    self.result.finish_reason = "length" if length else "stop"
         finally:
             timings = self.result.timings
             timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - start
