@@ -150,6 +150,9 @@ async def test_each_sub_answer_is_announced_before_the_round_ends(settings) -> N
 
 async def test_intermediate_steps_get_their_own_token_budgets(make_rag) -> None:
     rag, engine = make_rag()
+    budgets = {"sub_answer_max_tokens": 192, "perspective_max_tokens": 192}  # default: 512
+    sampling = rag.settings.sampling.model_copy(update=budgets)
+    rag.settings = rag.settings.model_copy(update={"sampling": sampling})
     await rag.answer(REASON_Q, force_type=T.REASON)
     plan, subs, final = engine.batches
     s = rag.settings.sampling
