@@ -88,11 +88,17 @@ def scorer_name(scorer: Settings) -> str:
     return f"{scorer.engine.backend}:{scorer.engine.model}"
 
 
-def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+def _diff(old: Any, new: Any, default: Any = None, path: str = "") -> list[str]:
+    """Differences between two fingerprints. A setting added to the project after the run
+    was made (absent from ``old``) counts only if it differs from its default (``default``)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
+        defaults = default if isinstance(default, dict) else {}
         for key in sorted(set(old) | set(new)):
-            out.extend(_diff(old.get(key), new.get(key), f"{path}.{key}" if path else key))
+            if key not in old and key in defaults and new.get(key) == defaults[key]:
+                continue
+            sub = f"{path}.{key}" if path else key
+            out.extend(_diff(old.get(key), new.get(key), defaults.get(key), sub))
         return out
     return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
 
@@ -126,7 +132,8 @@ def write_manifest(
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
-        diffs = _diff(manifest.get("fingerprint", {}), fp)
+        default = Settings()
+        diffs = _diff(manifest.get("fingerprint", {}), fp, fingerprint(default, default))
         judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
         if diffs and judge_only and not _has_scores(run_dir):
             # Nothing judged yet: the answers do not depend on the judge, so it may change.

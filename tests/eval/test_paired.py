@@ -120,3 +120,24 @@ def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
     write_manifest(tmp_path / "run", paper, paper, **kw)
     with pytest.raises(UserError, match="method"):
         write_manifest(tmp_path / "run", improved, improved, **kw)
+
+
+def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) -> None:
+    import json
+
+    from eval.manifest import write_manifest
+    from typed_rag.config import load_settings
+    from typed_rag.errors import UserError
+
+    kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
+    s = load_settings(None)
+    write_manifest(tmp_path / "run", s, s, **kw)
+    path = tmp_path / "run" / "run.json"
+    manifest = json.loads(path.read_text())
+    del manifest["fingerprint"]["generator_sampling"]["sub_answer_max_tokens"]  # an older run
+    path.write_text(json.dumps(manifest))
+    write_manifest(tmp_path / "run", s, s, **kw)  # the new setting at its default: fine
+    path.write_text(json.dumps(manifest))
+    smaller = load_settings(None, **{"sampling.sub_answer_max_tokens": 192})
+    with pytest.raises(UserError, match="sub_answer_max_tokens"):
+        write_manifest(tmp_path / "run", smaller, s, **kw)
