@@ -21,7 +21,6 @@ against them:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -300,8 +299,3 @@ def gated(linkage: Sequence[Judgement], relevance: Sequence[Judgement]) -> list[
             )
         )
     return out
-
-
-def combinations(names: Sequence[str], size: int = 2) -> list[str]:
-    """Ensemble names of every ``size``-combination of ``names``."""
-    return ["+".join(c) for c in itertools.combinations(names, size)]
