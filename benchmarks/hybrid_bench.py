@@ -33,68 +33,28 @@ Prints a table and writes JSON.
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import csv
 import json
 import os
 import random
-import re
-import string
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexes.answer_recall import SUBSETS, ground_truth, normalize
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 DUMP_PREFIXES = ("wikivisual-", "patcheddistro-", "aggipp-wx-", "wikitasks-", "msilver-wx-")
 KS = (5, 20, 100)
-SUBSETS = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musique")
 FULL_CORPUS_DENSE_ROWS = 369_998
 
 
 # ---------------------------------------------------------------- answers
-
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize(text: str) -> str:
-    """SQuAD-style answer normalisation: lower case, no punctuation or articles, single spaces."""
-    text = text.lower().translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def ground_truth(data_dir: Path) -> dict[str, list[str]]:
-    """question_id -> normalised ground-truth answer aliases (a list repr is expanded)."""
-    out: dict[str, list[str]] = {}
-    for subset in SUBSETS:
-        path = data_dir / subset / "annotated_odqa_nf_test.jsonl"
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            ad = rec.get("answer_dict")
-            if isinstance(ad, str):
-                ad = ast.literal_eval(ad)
-            aliases: list[str] = []
-            for value in (ad or {}).get("ground_truth", {}).values():
-                items: Any = value
-                if isinstance(value, str) and value.strip().startswith("["):
-                    try:
-                        items = ast.literal_eval(value)
-                    except (ValueError, SyntaxError):
-                        items = [value]
-                for a in items if isinstance(items, list) else [items]:
-                    norm = normalize(str(a))
-                    if norm and norm not in aliases:
-                        aliases.append(norm)
-            out[rec["question_id"]] = aliases
-    return out
 
 
 _NORMALIZED: dict[str, str] = {}

@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import ast
 import json
-import re
-import string
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.gold import gold_aliases, normalize
 from typed_rag.retrieval import Passage
 
 KS: tuple[int, ...] = (1, 5, 10, 20, 100)
 SUBSETS: tuple[str, ...] = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musique")
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize(text: str) -> str:
-    """SQuAD-style answer normalisation: lower case, no punctuation or articles, single spaces."""
-    text = text.lower().translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def ground_truth(data_dir: Path, subsets: Iterable[str] = SUBSETS) -> dict[str, list[str]]:
@@ -47,19 +37,8 @@ def ground_truth(data_dir: Path, subsets: Iterable[str] = SUBSETS) -> dict[str, 
             ad = rec.get("answer_dict")
             if isinstance(ad, str):
                 ad = ast.literal_eval(ad)
-            aliases: list[str] = []
-            for value in (ad or {}).get("ground_truth", {}).values():
-                items: Any = value
-                if isinstance(value, str) and value.strip().startswith("["):
-                    try:
-                        items = ast.literal_eval(value)
-                    except (ValueError, SyntaxError):
-                        items = [value]
-                for a in items if isinstance(items, list) else [items]:
-                    norm = normalize(str(a))
-                    if norm and norm not in aliases:
-                        aliases.append(norm)
-            out[rec["question_id"]] = aliases
+            truth = (ad or {}).get("ground_truth", {}).values()
+            out[rec["question_id"]] = gold_aliases(str(v) for v in truth)
     return out
 
 
