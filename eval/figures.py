@@ -14,8 +14,18 @@ import numpy as np  # noqa: E402
 
 from eval.metrics import Estimate  # noqa: E402
 
-METHOD_TITLES = {"llm": "LLM", "rag": "RAG", "typed-rag": "Typed-RAG"}
-METHOD_COLOURS = {"llm": "#9e9e9e", "rag": "#5b8cc9", "typed-rag": "#d9822b"}
+METHOD_TITLES = {
+    "llm": "LLM",
+    "rag": "RAG",
+    "typed-rag": "Typed-RAG",
+    "typed-rag@improved": "Typed-RAG (improved)",
+}
+METHOD_COLOURS = {
+    "llm": "#9e9e9e",
+    "rag": "#5b8cc9",
+    "typed-rag": "#d9822b",
+    "typed-rag@improved": "#8e44ad",
+}
 
 
 def type_title(value: str) -> str:

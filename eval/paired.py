@@ -23,7 +23,13 @@ from eval.metrics import estimate, paired_difference, percentile_rank, reciproca
 from typed_rag.citations import check_citations
 from typed_rag.types import PLAIN_RAG_TYPES, QuestionType
 
-PAIRS: tuple[tuple[str, str], ...] = (("typed-rag", "rag"), ("typed-rag", "llm"), ("rag", "llm"))
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("typed-rag", "rag"),
+    ("typed-rag", "llm"),
+    ("rag", "llm"),
+    ("typed-rag@improved", "typed-rag"),
+    ("typed-rag@improved", "rag"),
+)
 TYPED = "typed"
 ALL = "all"
 # Types answered by a pipeline of their own (not plain RAG).

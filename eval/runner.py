@@ -43,13 +43,16 @@ from eval.linkage import (
 from eval.manifest import scorer_name
 from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
-from typed_rag.config import Settings
+from typed_rag.config import METHOD_PROFILES, Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
 
-METHODS: tuple[str, ...] = ("llm", "rag", "typed-rag")
+# ``typed-rag@<profile>``: typed-rag answering with that ``method.profile`` (issue 15),
+# so that a method variant is paired with the default on the same questions in one run.
+VARIANTS: tuple[str, ...] = tuple(f"typed-rag@{p}" for p in METHOD_PROFILES if p != "paper")
+METHODS: tuple[str, ...] = ("llm", "rag", "typed-rag", *VARIANTS)
 ANSWERS = "answers.jsonl"
 SCORES = "scores.jsonl"
 SUBQUESTIONS = "subquestions.jsonl"
@@ -93,6 +96,17 @@ def parse_choices(
 
 def parse_methods(value: str | Sequence[str]) -> list[str]:
     return parse_choices(value, METHODS, "method")
+
+
+def mode_of(method: str) -> str:
+    """The answering mode of an evaluated method (``typed-rag@improved`` -> ``typed-rag``)."""
+    return method.split("@", 1)[0]
+
+
+def answerer_for(answerer: Any, method: str) -> Any:
+    """The answerer of ``method``: a variant answers with its own method profile."""
+    _, _, profile = method.partition("@")
+    return answerer.with_method_profile(profile) if profile else answerer
 
 
 def _key(method: str, question_id: str) -> str:
@@ -214,10 +228,10 @@ async def answer_chunk(
 ) -> ChunkAnswers:
     """Answer one batch of benchmark records (see :func:`answer_each`)."""
     results, errors, wall = await answer_each(
-        answerer,
+        answerer_for(answerer, method),
         [r.question for r in chunk],
         [r.question_id for r in chunk],
-        method,
+        mode_of(method),
         method,
         force_types=routed_types(chunk, method, labels),
     )
@@ -237,7 +251,7 @@ def routed_types(
     """typed-rag answers of an evaluation follow the recorded labels, so that a per-type row
     holds exactly that type's pipeline and the labels cannot drift from the routing; None
     (the classifier routes) when a question has no recorded label."""
-    if method != "typed-rag" or not all(r.question_id in labels for r in chunk):
+    if mode_of(method) != "typed-rag" or not all(r.question_id in labels for r in chunk):
         return None
     return [labels[r.question_id].type for r in chunk]
 

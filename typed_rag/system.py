@@ -119,6 +119,13 @@ class TypedRAG:
             classifier = None
         return cls(settings, engine, retriever, reranker, classifier)
 
+    def with_method_profile(self, profile: str) -> TypedRAG:
+        """The same components answering with another ``method.profile`` (an evaluation
+        compares method variants on one engine, index and classifier)."""
+        method = self.settings.method.model_copy(update={"profile": profile})
+        settings = self.settings.model_copy(update={"method": method})
+        return TypedRAG(settings, self.engine, self.retriever, self.reranker, self.classifier)
+
     async def start(self) -> None:
         await self.engine.start()
 

@@ -126,6 +126,17 @@ async def test_grounded_aggregator_sees_best_passages_with_global_numbers(
         assert sub.passages and set(sub.passages) <= {p.citation for p in result.passages}
 
 
+async def test_a_method_profile_view_shares_the_components(make_rag) -> None:
+    """An evaluation's ``typed-rag@improved`` answers with the profile on the same parts."""
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    improved = rag.with_method_profile("improved")
+    assert improved.engine is engine and improved.retriever is rag.retriever
+    assert improved.settings.method.options().grounded_aggregation
+    assert not rag.settings.method.options().grounded_aggregation  # the original is unchanged
+    await improved.answer(Q, force_type=T.REASON)
+    assert "### References" in user_text(final_request(engine))
+
+
 async def test_grounded_mediator_sees_passages(make_rag, settings) -> None:
     set_method(settings, grounded_aggregation=True)
     rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Sequence
@@ -82,6 +83,13 @@ class StandInAnswerer:
         self.forced: list[str | None] = []
         self.batches: list[int] = []
         self.started = self.closed = 0
+        self.profile: str | None = None
+
+    def with_method_profile(self, profile: str) -> StandInAnswerer:
+        """A view answering as that method profile, recording into the same lists."""
+        view = copy.copy(self)
+        view.profile = profile
+        return view
 
     async def start(self) -> None:
         self.started += 1
@@ -94,8 +102,9 @@ class StandInAnswerer:
             raise RuntimeError("generator crashed")
         self.asked.append((mode, question))
         self.forced.append(force_type)
+        label = f"{mode}@{self.profile}" if self.profile else mode
         answer = (
-            "" if self.empty_for and self.empty_for in question else f"{mode} answer to {question}"
+            "" if self.empty_for and self.empty_for in question else f"{label} answer to {question}"
         )
         passages = (
             []

@@ -214,6 +214,40 @@ async def test_typed_rag_answers_follow_the_recorded_labels(
         assert row["route"] == row["type"] == t and row["type_source"] == "forced"
 
 
+METHODS_RUN = "rag,typed-rag,typed-rag@improved"
+
+
+async def test_a_method_variant_is_typed_rag_with_its_profile_on_the_same_questions(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """``typed-rag@improved`` answers in typed-rag mode, routed by the recorded labels, with
+    the improved method profile, and is paired with typed-rag and rag in the report."""
+    from eval.labels import QuestionLabel
+    from eval.paired import paired_scores
+
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    labels = {
+        r.question_id: QuestionLabel(r.question_id, r.subset, "REASON", 0.9, True) for r in records
+    }
+    answerer = StandInAnswerer()
+    runner = EvalRunner(
+        eval_settings,
+        tmp_path / "run",
+        answerer=answerer,
+        scorer_engine=FakeEngine(linkage_responder()),
+        labels=labels,
+        progress=False,
+    )
+    await runner.run(records, parse_methods(METHODS_RUN))
+    rows = [r for r in lines(tmp_path / "run" / ANSWERS) if r["method"] == "typed-rag@improved"]
+    assert len(rows) == len(records)
+    assert all(r["answer"].startswith("typed-rag@improved answer") for r in rows)
+    assert all(r["route"] == "REASON" and r["type_source"] == "forced" for r in rows)
+    paired = paired_scores(lines(tmp_path / "run" / SCORES), parse_methods(METHODS_RUN))
+    pairs = {(r["a"], r["b"]) for r in paired["rows"]}
+    assert {("typed-rag@improved", "typed-rag"), ("typed-rag@improved", "rag")} <= pairs
+
+
 async def test_default_protocol_stores_verdict_distributions(
     eval_settings: Settings, tmp_path: Path
 ) -> None:
