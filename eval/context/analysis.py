@@ -1,0 +1,111 @@
+"""From the graded matrix to CRUX's table: per configuration coverage, alpha-nDCG, density,
+final-answer coverage and relevance metrics, and their Kendall correlations."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from eval.context import metrics as m
+from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target
+from eval.gold import contains_gold, gold_aliases
+from eval.metrics import estimate
+
+CONTEXT_METRICS: tuple[str, ...] = ("coverage", "alpha_ndcg", "density", "hit", "ap", "ndcg")
+
+
+def tokens(text: str) -> int:
+    """Whitespace tokens: density is a ratio to the oracle's count, so the unit cancels."""
+    return len(text.split())
+
+
+def question_rows(
+    run: ContextRun, q: ContextQuestion, threshold: int = m.THRESHOLD
+) -> list[dict[str, Any]]:
+    """One row per configuration of ``q``; empty when its sub-questions or grades are missing."""
+    subs = run.sub_questions_of(q.question_id)
+    if not subs:
+        return []
+
+    def grades(target: str) -> list[int] | None:
+        row = [run.grade_of(q.question_id, target, s) for s in subs]
+        return None if any(g is None for g in row) else [int(g) for g in row if g is not None]
+
+    pool_ids = list(dict.fromkeys(passage_target(p) for ps in q.contexts.values() for p in ps))
+    texts = {passage_target(p): p for ps in q.contexts.values() for p in ps}
+    matrix = {t: grades(t) for t in pool_ids}
+    if any(v is None for v in matrix.values()):
+        return []
+    pool = [matrix[t] or [] for t in pool_ids]
+    keep = m.answerable(pool, threshold)
+    oracle = m.required_subset(pool, keep, threshold)
+    oracle_tokens = sum(tokens(str(texts[pool_ids[i]].get("text", ""))) for i in oracle)
+    aliases = gold_aliases(q.gold) if q.gold else []
+    relevant_pool = sum(
+        1 for t in pool_ids if aliases and contains_gold(str(texts[t].get("text", "")), aliases)
+    )
+    rows = []
+    for config, passages in q.contexts.items():
+        ranked = [matrix[passage_target(p)] or [] for p in passages]
+        ctx_tokens = sum(tokens(str(p.get("text", ""))) for p in passages)
+        answer = grades(answer_target(config)) if config in q.answers else None
+        relevant = [
+            bool(aliases) and contains_gold(str(p.get("text", "")), aliases) for p in passages
+        ]
+        row: dict[str, Any] = {
+            "question_id": q.question_id,
+            "config": config,
+            "sub_questions": len(subs),
+            "answerable": len(keep),
+            "passages": len(passages),
+            "coverage": m.coverage(ranked, keep, threshold),
+            "alpha_ndcg": m.alpha_ndcg(ranked, pool, keep, None, threshold),
+            "density": m.density(ranked, ctx_tokens, keep, oracle_tokens, threshold),
+            "answer_coverage": m.coverage([answer], keep, threshold) if answer else None,
+        }
+        if aliases:
+            row.update(m.relevance_metrics(relevant, relevant_pool))
+        rows.append(row)
+    return rows
+
+
+def _mean_ci(values: Sequence[float], n_boot: int, seed: int) -> dict[str, Any] | None:
+    return estimate(list(values), n_boot, seed).to_dict() if values else None
+
+
+def summarise(rows: Sequence[dict[str, Any]], n_boot: int = 1000, seed: int = 42) -> dict[str, Any]:
+    """Per configuration means with bootstrap CIs, and Kendall's tau between each context
+    metric and final-answer coverage: over configurations (the paper's system ranking) and
+    over (question, configuration) pairs."""
+    by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_config[row["config"]].append(row)
+    table = {}
+    for config, rs in by_config.items():
+        table[config] = {"n": len(rs)}
+        for key in (*CONTEXT_METRICS, "answer_coverage"):
+            table[config][key] = _mean_ci(
+                [r[key] for r in rs if r.get(key) is not None], n_boot, seed
+            )
+    with_answers = [c for c, t in table.items() if t["answer_coverage"]]
+    tau: dict[str, Any] = {}
+    for key in CONTEXT_METRICS:
+        systems = [c for c in with_answers if table[c][key]]
+        pairs = [r for r in rows if r.get(key) is not None and r.get("answer_coverage") is not None]
+        tau[key] = {
+            "systems": len(systems),
+            "system_tau": m.kendall_tau(
+                [table[c][key]["mean"] for c in systems],
+                [table[c]["answer_coverage"]["mean"] for c in systems],
+            )
+            if len(systems) >= 3
+            else None,
+            "pairs": len(pairs),
+            "pair_tau": m.kendall_tau(
+                [r[key] for r in pairs], [r["answer_coverage"] for r in pairs]
+            )
+            if len(pairs) >= 3
+            else None,
+        }
+    return {"configs": table, "kendall": tau}
