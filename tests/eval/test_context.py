@@ -159,3 +159,46 @@ async def test_context_run_grades_each_cell_once_and_computes_the_table(tmp_path
     again = ContextRun(tmp_path, CruxJudge(judge_engine(), temperature=0.0))
     await again.judge_missing([q])
     assert again.judge.engine.choice_calls == [] and question_rows(again, q) == list(rows.values())
+
+
+def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path: Path) -> None:
+    from eval.context.inputs import add_retrievers, run_questions, store_lookup
+    from eval.wikinfqa import WikiNFQARecord
+    from tests.core.conftest import MemoryRetriever
+
+    rec = WikiNFQARecord(
+        "nq", "q1", "Why do leaves change color?", ("poor", "best", "ok"), (1, 3, 2), gold=("x",)
+    )
+    other = WikiNFQARecord("nq", "q2", "Unanswered?", ("a",), (1,))
+    shown = [
+        {"citation": 2, "id": "p2", "title": "B"},  # text left out of a committed run
+        {"citation": 1, "id": "p1", "title": "A", "text": "kept"},
+    ]
+    rows = [
+        {"method": "rag", "question_id": "q1", "answer": "R", "result": {"passages": shown}},
+        {"method": "llm", "question_id": "q1", "answer": "L", "result": {"passages": []}},
+        {"method": "llm", "question_id": "q2", "answer": "L2", "result": {}},
+    ]
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    class Store:
+        rows = [("p0", "Z", "zero"), ("p2", "Title two", "text two")]
+
+        def __len__(self) -> int:
+            return len(self.rows)
+
+        def get(self, doc: int) -> tuple[str, str, str]:
+            return self.rows[doc]
+
+    (q,) = run_questions(tmp_path, [rec, other], ["llm", "rag"], store_lookup(Store()))
+    assert q.reference == "best" and q.answers == {"llm": "L", "rag": "R"}
+    assert q.contexts["llm"] == []
+    assert [(p["id"], p["text"]) for p in q.contexts["rag"]] == [("p1", "kept"), ("p2", "text two")]
+    add_retrievers([q], {"memory": MemoryRetriever()}, k=2)
+    assert len(q.contexts["memory"]) == 2 and "memory" not in q.answers
+    with pytest.raises(KeyError, match="not in the index"):
+        rows[0]["result"]["passages"] = [{"citation": 1, "id": "nope"}]
+        (tmp_path / "answers.jsonl").write_text(
+            json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n"
+        )
+        run_questions(tmp_path, [rec], ["llm", "rag"], store_lookup(Store()))
