@@ -1,0 +1,57 @@
+"""The one entry point: judge an evaluation run's answers for sub-question coverage, then report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.subcoverage.decompose import Decomposer
+from eval.subcoverage.inputs import Lookup, answer_items
+from eval.subcoverage.judge import CoverageJudge
+from eval.subcoverage.run import Progress, SubCoverageRun
+from eval.subcoverage.summary import summarise
+from typed_rag.engines.base import Engine
+
+SUMMARY = "summary.json"
+
+
+async def evaluate_subcoverage(
+    engine: Engine,
+    answers: Iterable[Mapping[str, Any]],
+    out_dir: Path,
+    *,
+    judge_model: str | None = None,
+    methods: Sequence[str] | None = None,
+    lookup: Lookup | None = None,
+    batch_size: int = 32,
+    max_resamples: int = 3,
+    seed: int = 42,
+    temperature: float = 0.0,
+    n_boot: int = 1000,
+    on_progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Judge what ``out_dir`` lacks for ``answers`` (rows of answers.jsonl), write
+    ``out_dir/summary.json`` and return it.
+
+    The judge runs on ``engine``: generation for the decomposition and the answer
+    fragments (at ``temperature``, 0: deterministic; unparsed replies are resampled
+    at most ``max_resamples`` times), next-token choice scoring for the yes/no
+    verdicts (the engine must support :meth:`Engine.score_choices`). ``judge_model``
+    is named in the report (default: ``engine.model``). ``lookup`` supplies passage
+    texts a run did not store.
+    """
+    items = answer_items(answers, lookup, methods)
+    sampling = {"max_resamples": max_resamples, "seed": seed, "temperature": temperature}
+    run = SubCoverageRun(
+        out_dir,
+        Decomposer(engine, max_tokens=512, **sampling),
+        CoverageJudge(engine, max_tokens=256, **sampling),
+        batch_size=batch_size,
+    )
+    await run.judge_missing(items, on_progress)
+    summary = summarise(items, run, judge_model or engine.model, n_boot=n_boot, seed=seed)
+    path = Path(out_dir) / SUMMARY
+    path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,185 @@
+"""The coverage report: Metrics #1-#6, scenarios and ratings per method and question type,
+and the pairwise win rates by rating; plain JSON (no NaN) for results/coverage/summary.json."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from eval.metrics import Estimate, estimate
+from eval.subcoverage import metrics as m
+from eval.subcoverage.decompose import KINDS
+from eval.subcoverage.inputs import AnswerItem
+from eval.subcoverage.judge import addressing_position
+from eval.subcoverage.metrics import AnswerCells
+from eval.subcoverage.run import SubCoverageRun
+
+
+def _est(value: Estimate | None) -> dict[str, float | int] | None:
+    if value is None or math.isnan(value.mean):
+        return None
+    return {
+        k: (None if isinstance(v, float) and math.isnan(v) else v)
+        for k, v in value.to_dict().items()
+    }  # type: ignore[misc]
+
+
+def metrics_block(
+    cells: Sequence[AnswerCells], retrieves: bool, n_boot: int = 1000, seed: int = 42
+) -> dict[str, Any]:
+    """Every metric over a group of answers. Pooled metrics (the paper's) carry a cluster
+    bootstrap interval; per-answer means (coverage rates c_type, rating) a plain one.
+    Retrieval metrics (#2-#5, scenarios) are None for a method that retrieves nothing."""
+    rows = [m.counts(c) for c in cells]
+
+    def boot(stat: m.Stat) -> dict[str, float | int] | None:
+        return _est(m.cluster_bootstrap(rows, stat, n_boot, seed))
+
+    rates = [m.coverage_rates(c) for c in cells]
+    block: dict[str, Any] = {
+        "n": len(rows),
+        "sub_questions": {k: int(sum(r[f"n_{k}"] for r in rows)) for k in KINDS},
+        "retrieval": retrieves,
+        "metric1": {k: boot(m.metric1(k)) for k in KINDS},
+        "coverage_rate": {
+            k: _est(estimate([r[k] for r in rates if r[k] is not None], n_boot, seed))
+            for k in KINDS
+        },
+        "rating": _est(estimate([m.rating(r) for r in rates], n_boot, seed)),
+        "addressing_position": {k: boot(m.position(k)) for k in KINDS},
+        "metric6": boot(m.metric6),
+        "scenarios": None,
+        "metric2": None,
+        "metric3": None,
+        "metric4": None,
+        "metric5": None,
+        "p_covered": None,
+        "p_not_covered": None,
+    }
+    if retrieves:
+        block["scenarios"] = {k: {s: boot(m.scenario(k, s)) for s in m.SCENARIOS} for k in KINDS}
+        block["metric2"] = {k: boot(m.metric2(k)) for k in KINDS}
+        block["metric3"] = boot(m.metric3)
+        block["metric4"] = boot(m.metric4)
+        block["metric5"] = boot(m.metric5)
+        block["p_covered"] = boot(m.p_covered)
+        block["p_not_covered"] = boot(m.p_not_covered)
+    return block
+
+
+def _win_rates(ratings: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    return [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in w.to_dict().items()}
+        for w in m.win_rates(ratings)
+    ]
+
+
+def summarise(
+    items: Sequence[AnswerItem],
+    run: SubCoverageRun,
+    judge_model: str,
+    n_boot: int = 1000,
+    seed: int = 42,
+) -> dict[str, Any]:
+    """The whole report from what ``run`` has on disk; answers not fully judged are counted
+    as pending and left out."""
+    methods = list(dict.fromkeys(it.method for it in items))
+    judged: dict[str, list[tuple[AnswerItem, AnswerCells]]] = defaultdict(list)
+    pending = 0
+    for it in items:
+        cells = run.cells(it)
+        if cells is None:
+            pending += 1
+        else:
+            judged[it.method].append((it, cells))
+    retrieves = {
+        meth: any(it.chunks or it.missing_texts for it in items if it.method == meth)
+        for meth in methods
+    }
+    per_method: dict[str, Any] = {}
+    ratings: dict[str, dict[str, float]] = {}
+    type_ratings: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for meth in methods:
+        pairs = judged.get(meth, [])
+        by_type: dict[str, list[AnswerCells]] = defaultdict(list)
+        for it, cells in pairs:
+            by_type[it.type].append(cells)
+        per_method[meth] = {
+            "overall": metrics_block([c for _, c in pairs], retrieves[meth], n_boot, seed),
+            "by_type": {
+                t: metrics_block(cs, retrieves[meth], n_boot, seed)
+                for t, cs in sorted(by_type.items())
+            },
+        }
+        ratings[meth] = {it.question_id: m.rating(m.coverage_rates(c)) for it, c in pairs}
+        for it, _ in pairs:
+            rated = ratings[meth][it.question_id]
+            type_ratings[it.type].setdefault(meth, {})[it.question_id] = rated
+    return {
+        "judge_model": judge_model,
+        "weights": dict(m.WEIGHTS),
+        "n_questions": len({it.question_id for pairs in judged.values() for it, _ in pairs}),
+        "methods": methods,
+        "decomposition": _decomposition_stats(items, run),
+        "judgements": _judgement_stats(items, run, pending),
+        "metrics": per_method,
+        "win_rates": {
+            "overall": _win_rates(ratings),
+            "by_type": {t: _win_rates(r) for t, r in sorted(type_ratings.items())},
+        },
+    }
+
+
+def _decomposition_stats(items: Sequence[AnswerItem], run: SubCoverageRun) -> dict[str, Any]:
+    qids = sorted({it.question_id for it in items})
+    failures: Counter[str] = Counter()
+    per_kind: Counter[str] = Counter()
+    ok = 0
+    for q in qids:
+        subs = run.decomposition_of(q)
+        if subs is not None:
+            ok += 1
+            per_kind.update(s.kind for s in subs)
+            continue
+        listed, labelled = run.subquestions.get(q), run.labels.get(q)
+        if listed and listed.get("status") != "ok":
+            failures[f"list:{listed['status']}"] += 1
+        elif labelled and labelled.get("status") != "ok":
+            failures[f"classify:{labelled['status']}"] += 1
+        else:
+            failures["not-run"] += 1
+    return {
+        "questions": len(qids),
+        "ok": ok,
+        "failed": dict(failures),
+        "mean_per_question": {k: (per_kind[k] / ok if ok else None) for k in KINDS},
+    }
+
+
+def _judgement_stats(
+    items: Sequence[AnswerItem], run: SubCoverageRun, pending: int
+) -> dict[str, int]:
+    covered_cells = located = failed = 0
+    for it in items:
+        if not it.answer.strip():
+            continue
+        for sq in run.decomposition_of(it.question_id) or []:
+            if run.covered(it.question_id, it.answer_target, sq.text):
+                covered_cells += 1
+                row = run.fragments.get(f"{it.question_id}\t{it.answer_target}\t{sq.text}")
+                frag = run.fragment(it.question_id, it.answer_target, sq.text)
+                if row is not None and row.get("status") != "ok":
+                    failed += 1
+                elif frag and addressing_position(it.answer, frag) is not None:
+                    located += 1
+    return {
+        "verdicts": len(run.verdicts),
+        "fragments": len(run.fragments),
+        "covered_answer_cells": covered_cells,
+        "positions_located": located,
+        "fragment_failures": failed,
+        "answers_pending": pending,
+        "chunks_without_text": sum(it.missing_texts for it in items),
+    }
