@@ -223,6 +223,9 @@ class AugmentSettings(BaseModel):
     types: list[str] = Field(default_factory=list)
     max_sub_questions: int = 3  # core sub-questions asked of the planner
     pool_per_query: int = 10  # passages retrieved per query (question + each sub-question)
+    # Xie et al.'s M4 (end to end): each core sub-question retrieves top-K and is answered,
+    # and the final answer combines those sub-answers (instead of pooled retrieval, M3).
+    end_to_end: bool = False
 
     @field_validator("types", mode="before")
     @classmethod

@@ -65,3 +65,21 @@ def test_unknown_types_are_rejected_by_name(value) -> None:
 
     with pytest.raises(ValidationError, match="unknown question type"):
         load_settings(**{"augment.types": value})
+
+
+async def test_end_to_end_answers_each_core_sub_question_then_aggregates(
+    make_rag, settings, retriever
+) -> None:
+    """Xie et al.'s M4: core sub-questions drive both retrieval and generation."""
+    settings.augment.types = ["EVIDENCE-BASED"]
+    settings.augment.end_to_end = True
+    subs = ["what does photosynthesis need", "sleep and memory"]
+    rag, engine = make_rag(
+        scripted_responder({"core_sub_questions": json.dumps({"sub_questions": subs})}),
+        classifier=FixedClassifier(T.EVIDENCE_BASED),
+    )
+    result = await rag.answer(Q, top_k=2)
+    assert result.plan["end_to_end"] is True and result.plan["core_sub_questions"] == subs
+    assert retriever.searches[-1] == (subs, 2)  # each sub-question's own top-K, no pool
+    assert [s.query for s in result.sub_answers] == subs
+    assert result.rounds == 3 and len(engine.batches[1]) == 2  # plan, sub-answers, aggregate

@@ -11,7 +11,9 @@ only change is which passages the model sees (unless ``method.*`` options add
 guidance; ``method.core_sub_questions = "listed"`` names these sub-questions).
 
 Two engine rounds: the plan and the answer. Used for the types listed in
-``augment.types``.
+``augment.types``. With ``augment.end_to_end`` (Xie et al.'s M4) each core
+sub-question instead retrieves its own top-K and is answered, and the
+aggregator combines those answers (three rounds).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import asyncio
 from collections.abc import Sequence
 
 from typed_rag.pipelines.base import Context, Final
-from typed_rag.pipelines.grounding import guide
-from typed_rag.pipelines.plain import prepare_rag, union_by_id
+from typed_rag.pipelines.grounding import combine, guide
+from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag, union_by_id
 from typed_rag.plans import core_sub_question_schema, parse_core_sub_questions
 from typed_rag.prompts import core_sub_question_messages, rag_messages
 from typed_rag.retrieval import Passage
@@ -71,6 +73,9 @@ async def prepare(ctx: Context) -> Final:
         return await prepare_rag(ctx)
     subs = ctx.enforce("sub_questions", plan.sub_queries)
     ctx.set_plan({"core_sub_questions": subs, "augmented": True})
+    if ctx.settings.augment.end_to_end:  # M4: answer each core sub-question, then combine
+        ctx.result.plan["end_to_end"] = True
+        return await combine(ctx, await answer_sub_queries(ctx, subs), "aggregate")
     queries = [ctx.question, *subs]
     depth = max(ctx.settings.augment.pool_per_query, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, depth), queries)
