@@ -82,11 +82,11 @@ JUDGE_RULES = (
     "Text: Paved surfaces soak up sunlight during the day and give the heat back at night, "
     "which keeps city streets warm after sunset.\n"
     "Question: How do asphalt and concrete absorb and release heat?\n"
-    'Answers it: yes. Fragment: "Paved surfaces soak up sunlight during the day and give '
-    'the heat back at night"\n\n'
+    "-> The text answers it, from: Paved surfaces soak up sunlight during the day and give "
+    "the heat back at night\n\n"
     "Text: Many cities are planting trees along their main roads.\n"
     "Question: How much heat do cars and air conditioners add to a city?\n"
-    "Answers it: no."
+    "-> The text does not answer it."
 )
 
 

@@ -17,13 +17,13 @@ from eval.subcoverage.metrics import AnswerCells
 from eval.subcoverage.run import SubCoverageRun
 
 
-def _est(value: Estimate | None) -> dict[str, float | int] | None:
-    if value is None or math.isnan(value.mean):
-        return None
-    return {
-        k: (None if isinstance(v, float) and math.isnan(v) else v)
-        for k, v in value.to_dict().items()
-    }  # type: ignore[misc]
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """NaN -> None: the summary is strict JSON."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+
+
+def _est(value: Estimate | None) -> dict[str, Any] | None:
+    return None if value is None or math.isnan(value.mean) else _plain(value.to_dict())
 
 
 def metrics_block(
@@ -34,7 +34,7 @@ def metrics_block(
     Retrieval metrics (#2-#5, scenarios) are None for a method that retrieves nothing."""
     rows = [m.counts(c) for c in cells]
 
-    def boot(stat: m.Stat) -> dict[str, float | int] | None:
+    def boot(stat: m.Stat) -> dict[str, Any] | None:
         return _est(m.cluster_bootstrap(rows, stat, n_boot, seed))
 
     rates = [m.coverage_rates(c) for c in cells]
@@ -70,10 +70,7 @@ def metrics_block(
 
 
 def _win_rates(ratings: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
-    return [
-        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in w.to_dict().items()}
-        for w in m.win_rates(ratings)
-    ]
+    return [_plain(w.to_dict()) for w in m.win_rates(ratings)]
 
 
 def summarise(
