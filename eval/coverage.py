@@ -25,7 +25,6 @@ bounded number of times, and failures are counted, never guessed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Any
 from eval.resample import Judge, Outcome, Parsed, generate_until_parsed
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
+from typed_rag.json_reply import extract_json
 
 KINDS: tuple[str, ...] = ("core", "background", "follow_up")
 WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}
@@ -92,27 +92,6 @@ SYSTEM_PROMPT = (
 
 
 # --------------------------------------------------------------------------- parsing
-
-
-def extract_json(text: str) -> Any:
-    """The first JSON value in ``text`` (code fences and chatter around it ignored), or raise."""
-    text = (text or "").strip()
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    decoder = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch in "{[":
-            try:
-                value, _ = decoder.raw_decode(text[i:])
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ValueError("no JSON value found")
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
-from typed_rag.prompts import Messages
+from typed_rag.messages import Messages
 from typed_rag.retrieval import Passage, Retriever
 
 RELEVANCE_SCHEMA: dict[str, Any] = {

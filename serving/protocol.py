@@ -25,10 +25,8 @@ from pydantic import (
 )
 
 from typed_rag.result import Result
+from typed_rag.types import MODES as MODES  # the one definition; re-exported to serving
 from typed_rag.types import QuestionType
-
-MODES: tuple[str, ...] = ("typed-rag", "rag", "llm")
-
 
 # Request models are strict (no "0.5" for a number, no "true" for a bool), so
 # the server accepts exactly what the OpenAPI schema, generated from them, says.

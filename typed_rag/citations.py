@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from typed_rag.prompts import CITATION_GROUP, Numbered, cited_numbers
+from typed_rag.messages import CITATION_GROUP, Numbered, cited_numbers
 from typed_rag.subanswers import content_words, stem
 
 

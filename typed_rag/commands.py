@@ -21,7 +21,7 @@ from typed_rag.conversation_set import (
 )
 from typed_rag.engines.base import EngineError
 from typed_rag.errors import UserError
-from typed_rag.pipelines import MODES
+from typed_rag.pipelines import MODES, describe_plan
 from typed_rag.result import Result
 from typed_rag.types import QuestionType
 
@@ -167,25 +167,8 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
         for word, key in (("include", "include"), ("leave out", "exclude")):
             if found.get(key):
                 w(f"  {word}: {'; '.join(found[key])}\n")
-    plan = result.plan
-    if plan.get("core_sub_questions"):
-        use = "augmented retrieval" if plan.get("augmented") else "for the answer to cover"
-        w(f"plan: core sub-questions ({use}):\n")
-        for i, q in enumerate(plan["core_sub_questions"], 1):
-            w(f"  {i}. {q}\n")
-    if plan.get("keywords"):
-        extra = f" [{plan['compare_type']}]" if plan.get("compare_type") else ""
-        w(f"plan: keywords{extra}: {'; '.join(plan['keywords'])}\n")
-    if plan.get("is_compare") is False:
-        w("plan: not a comparison\n")
-    if plan.get("sub_queries"):
-        w("plan: sub-queries:\n")
-        for i, q in enumerate(plan["sub_queries"], 1):
-            w(f"  {i}. {q}\n")
-    if plan.get("perspectives"):
-        w(f"plan: debate topic: {plan.get('debate_topic', '')}\n")
-        for p in plan["perspectives"]:
-            w(f"  - {p['perspective']}: {p['query']}\n")
+    for line in describe_plan(result.plan):
+        w(f"{line}\n")
     for sub in result.sub_answers:
         if sub.dropped:
             w(f"left out: sub-answer to {sub.query!r} ({sub.dropped})\n")

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from typed_rag.plans import PlanError, _get, clean_strings, extract_json
-from typed_rag.prompts import ANALYST_SYSTEM, Messages
+from typed_rag.json_reply import PlanError, clean_strings, extract_json, lookup
+from typed_rag.messages import ANALYST_SYSTEM, Messages
 
 MAX_TOPICS = 4
 
@@ -107,7 +107,7 @@ def parse_constraints(text: str, original: str) -> Constraints:
         raise PlanError("constraint output is not an object")
     lists: dict[str, list[str]] = {}
     for name in ("include", "exclude"):
-        value = _get(data, name, f"{name}d", f"{name}_topics", f"{name}_subtopics")
+        value = lookup(data, name, f"{name}d", f"{name}_topics", f"{name}_subtopics")
         if value is None:
             value = []
         if isinstance(value, str):
@@ -118,7 +118,7 @@ def parse_constraints(text: str, original: str) -> Constraints:
     both = {t.lower() for t in lists["include"]} & {t.lower() for t in lists["exclude"]}
     include = [t for t in lists["include"] if t.lower() not in both]
     exclude = [t for t in lists["exclude"] if t.lower() not in both]
-    core = _get(data, "question", "core_question", "query")
+    core = lookup(data, "question", "core_question", "query")
     core = " ".join(core.split()) if isinstance(core, str) else ""
     return Constraints(core or original, include, exclude)
 

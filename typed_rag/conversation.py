@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from typed_rag.plans import PlanError, extract_json
-from typed_rag.prompts import Messages
+from typed_rag.json_reply import PlanError, extract_json
+from typed_rag.messages import Messages
 
 MAX_QUESTION_CHARS = 400
 

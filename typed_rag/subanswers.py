@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from typed_rag.prompts import CITATION_GROUP
+from typed_rag.messages import CITATION_GROUP
 
 # Content words an answer must add beyond its query to count as saying something.
 MIN_NEW_WORDS = 2

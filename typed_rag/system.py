@@ -15,6 +15,9 @@ CONTRACT (used by serving/ and eval/); the pipelines implement it:
 ``mode`` is ``typed-rag``, ``rag`` or ``llm`` (default ``settings.mode``);
 ``force_type`` (a :class:`QuestionType` or its label) skips the classifier.
 Bad arguments raise :class:`~typed_rag.errors.UserError`.
+
+The steps before the pipeline (standalone follow-up, constraints, type) are in
+:mod:`typed_rag.routing`; the citation checks after it in :mod:`typed_rag.finishing`.
 """
 
 from __future__ import annotations
@@ -23,49 +26,31 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from typed_rag.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.config import SamplingSettings, Settings
-from typed_rag.constraints import (
-    CONSTRAINT_SCHEMA,
-    detection_messages,
-    has_cue,
-    parse_constraints,
-    with_instructions,
-)
-from typed_rag.conversation import (
-    REWRITE_SCHEMA,
-    ChatOptions,
-    Turn,
-    needs_rewrite,
-    parse_rewrite,
-    rewrite_messages,
-    with_chat_options,
-)
+from typed_rag.constraints import with_instructions
+from typed_rag.conversation import ChatOptions, Turn, with_chat_options
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
+from typed_rag.finishing import finish
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
 from typed_rag.progress import Progress, ProgressSink
 from typed_rag.rerank.base import Reranker
 from typed_rag.result import Result
 from typed_rag.retrieval import Retriever
+from typed_rag.routing import (
+    Routing,
+    TypeArg,
+    detect_constraints,
+    make_standalone,
+    parse_type,
+    route,
+)
 from typed_rag.types import QuestionType
 
 log = logging.getLogger(__name__)
-
-TypeArg = QuestionType | str | None
-
-
-@dataclass
-class Routing:
-    """Which type a question is answered as, and why."""
-
-    type: QuestionType
-    source: str  # "forced" | "classifier" | "low-confidence-default" | "none"
-    prediction: TypePrediction | None = None
 
 
 class TypedRAG:
@@ -154,13 +139,7 @@ class TypedRAG:
     @staticmethod
     def route(prediction: TypePrediction | None, force_type: TypeArg = None) -> Routing:
         """Forced type wins; an unsure or missing prediction goes to EVIDENCE-BASED (plain RAG)."""
-        if force_type is not None:
-            return Routing(_parse_type(force_type), "forced", prediction)
-        if prediction is None:
-            return Routing(QuestionType.EVIDENCE_BASED, "none")
-        if not prediction.confident:
-            return Routing(QuestionType.EVIDENCE_BASED, "low-confidence-default", prediction)
-        return Routing(prediction.type, "classifier", prediction)
+        return route(prediction, force_type)
 
     # --- answering ----------------------------------------------------------------
 
@@ -186,7 +165,7 @@ class TypedRAG:
             question, mode, force_type, top_k, seed, None, sampling, on_event, chat
         )
         ctx.result.answer = (await ctx.run_final(final)).strip()
-        return self._finish(ctx, start)
+        return finish(ctx, start)
 
     async def answer_stream(
         self,
@@ -232,7 +211,7 @@ class TypedRAG:
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
-        yield self._finish(ctx, start, streamed=True)
+        yield finish(ctx, start, streamed=True)
 
     async def rewrite(
         self, message: str, history: Sequence[Turn], seed: int | None = None
@@ -248,7 +227,7 @@ class TypedRAG:
             result=result,
             seed=self.settings.sampling.seed if seed is None else seed,
         )
-        await self._rewrite(ctx, history)
+        await make_standalone(ctx, history)
         info = dict(result.rewrite or {})
         info["calls"] = [c.model_dump() for c in result.calls]
         return info
@@ -296,7 +275,7 @@ class TypedRAG:
                     questions[i], mode, forced[i], top_k, seed, pre, sampling
                 )
                 ctx.result.answer = (await ctx.run_final(final)).strip()
-                return self._finish(ctx, t0)
+                return finish(ctx, t0)
 
         return list(await asyncio.gather(*(one(i) for i in range(len(questions)))))
 
@@ -322,7 +301,7 @@ class TypedRAG:
         if top_k is not None and top_k < 1:
             raise UserError(f"top_k must be at least 1, got {top_k}")
         if force_type is not None:
-            _parse_type(force_type)  # validate before any work
+            parse_type(force_type)  # validate before any work
 
         result = Result(question=question, mode=mode)
         result.timings = {stage: 0.0 for stage in ("classify", "plan", "retrieve", "rerank")}
@@ -343,9 +322,9 @@ class TypedRAG:
         if chat is not None:
             ctx.stop = list(chat.stop) or None
             ctx.output_schema = chat.json_schema
-            if chat.history and await self._rewrite(ctx, chat.history):
+            if chat.history and await make_standalone(ctx, chat.history):
                 classified = None  # classify the standalone question
-        if mode == "typed-rag" and await self._detect_constraints(ctx):
+        if mode == "typed-rag" and await detect_constraints(ctx):
             classified = None  # classify the core question, without the instruction
         if classified is not None:
             prediction, result.timings["classify"] = classified
@@ -390,88 +369,6 @@ class TypedRAG:
         final.messages = with_chat_options(with_instructions(final.messages, ctx.constraints), chat)
         return ctx, final, start
 
-    async def _rewrite(self, ctx: Context, history: Sequence[Turn]) -> bool:
-        """Make a follow-up standalone from its conversation (``conversation.rewrite``).
-
-        On success the context's question becomes the standalone question, which
-        then drives classification, planning and retrieval; returns whether it
-        changed. A reply that never parses is a recorded fallback.
-        """
-        conv = self.settings.conversation
-        original = ctx.question
-        if conv.rewrite == "off" or (conv.rewrite == "cue" and not needs_rewrite(original)):
-            reason = "off" if conv.rewrite == "off" else "self-contained"
-            ctx.result.rewrite = {"question": original, "rewritten": False, "skipped": reason}
-            return False
-        trace: dict[str, Any] = {}
-        messages = rewrite_messages(
-            history, original, max_turns=conv.max_turns, max_turn_chars=conv.max_turn_chars
-        )
-        standalone = await ctx.plan("rewrite", messages, REWRITE_SCHEMA, parse_rewrite, trace)
-        if standalone is None:
-            ctx.fallback("rewrite: reply unparseable -> the message used as the question")
-            ctx.result.rewrite = {"question": original, "rewritten": False, **trace}
-            return False
-        changed = standalone != original
-        ctx.result.rewrite = {"question": standalone, "rewritten": changed, **trace}
-        ctx.question = standalone
-        return changed
-
-    async def _detect_constraints(self, ctx: Context) -> bool:
-        """Find include/exclude subtopics in the question (``constraints.mode``).
-
-        On success the context carries them and its question becomes the core
-        question; returns whether the question changed. A detector reply that
-        never parses is a recorded fallback, and the question goes on as is.
-        """
-        mode = self.settings.constraints.mode
-        if mode == "off" or (mode == "cue" and not has_cue(ctx.question)):
-            return False
-        original = ctx.question
-        trace: dict[str, Any] = {}
-        found = await ctx.plan(
-            "constraints",
-            detection_messages(original),
-            CONSTRAINT_SCHEMA,
-            lambda text: parse_constraints(text, original),
-            trace=trace,
-        )
-        if found is None:
-            ctx.fallback("constraints: detector output unparseable -> question used as is")
-            ctx.result.constraints = {"detected": False, **trace}
-            return False
-        ctx.result.constraints = {"detected": not found.empty, **found.to_trace(), **trace}
-        if found.empty:
-            return False
-        ctx.constraints = found
-        ctx.question = found.question
-        return found.question != original
-
-    @staticmethod
-    def _finish(ctx: Context, start: float, streamed: bool = False) -> Result:
-        """Check the answer's citations against the shown passages, then close the timings.
-
-        Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
-        typed-rag answer also loses them, and with ``method.post_cite`` its uncited
-        sentences get the passage that shares their words (not a streamed answer:
-        it is already sent).
-        """
-        result = ctx.result
-        shown = {p.citation for p in result.passages}
-        check = check_citations(result.answer, shown)
-        result.invalid_citations = check.invalid
-        opts = ctx.settings.method.options()
-        if result.mode == "typed-rag" and not streamed:
-            if check.invalid and opts.strip_invalid_citations:
-                result.answer = strip_invalid(result.answer, shown).strip()
-            if opts.post_cite:
-                result.answer, result.added_citations = attach_citations(
-                    result.answer, result.passages
-                )
-        result.citations = check_citations(result.answer, shown).valid
-        result.timings["total"] = time.perf_counter() - start
-        return result
-
 
 def _sampling(
     base: SamplingSettings, override: Mapping[str, Any] | None
@@ -493,12 +390,3 @@ def _check_question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
         raise UserError("question is empty")
     return question.strip()
-
-
-def _parse_type(value: QuestionType | str) -> QuestionType:
-    if isinstance(value, QuestionType):
-        return value
-    try:
-        return QuestionType.parse(value)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None

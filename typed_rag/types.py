@@ -1,8 +1,13 @@
-"""The nf-cats question-type taxonomy, in the label order of the original model."""
+"""The vocabulary the core shares with its clients: the nf-cats question types (in the label
+order of the original model) and the answering modes."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+# How a question is answered: type-aware pipelines, or the paper's two baselines
+# (plain RAG, the LLM alone). The server offers them as model names.
+MODES: tuple[str, ...] = ("typed-rag", "rag", "llm")
 
 
 class QuestionType(StrEnum):

@@ -4,7 +4,7 @@ final-answer coverage and relevance metrics, and their Kendall correlations."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eval.context import metrics as m
@@ -109,3 +109,27 @@ def summarise(rows: Sequence[dict[str, Any]], n_boot: int = 1000, seed: int = 42
             else None,
         }
     return {"configs": table, "kendall": tau}
+
+
+async def evaluate(
+    run: ContextRun,
+    questions: Sequence[ContextQuestion],
+    judge_name: str,
+    threshold: int = m.THRESHOLD,
+    n_boot: int = 1000,
+    seed: int = 42,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Judge what is missing, then the summary (the shape of results/context/summary.json)."""
+    await run.judge_missing(questions, on_progress)
+    rows = [r for q in questions for r in question_rows(run, q, threshold)]
+    summary = summarise(rows, n_boot, seed)
+    unjudged = [q.question_id for q in questions if not run.sub_questions_of(q.question_id)]
+    return {
+        "questions": len({r["question_id"] for r in rows}),
+        "no_sub_questions": unjudged,
+        "judge": judge_name,
+        "threshold": threshold,
+        **summary,
+        "rows": rows,
+    }

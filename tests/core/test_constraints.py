@@ -17,8 +17,8 @@ from typed_rag.constraints import (
 )
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.plans import PlanError
-from typed_rag.prompts import rag_messages
+from typed_rag.json_reply import PlanError
+from typed_rag.pipelines.prompting import rag_messages
 from typed_rag.types import QuestionType as T
 
 Q = "Why do leaves change color in autumn? Skip chlorophyll, I mainly want the pigments."

@@ -17,7 +17,7 @@ from typed_rag.conversation import (
     with_chat_options,
 )
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.plans import PlanError
+from typed_rag.json_reply import PlanError
 from typed_rag.types import QuestionType as T
 
 HISTORY = (

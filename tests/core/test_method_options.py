@@ -15,12 +15,12 @@ from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.prompts import (
-    AGGREGATOR_SYSTEM,
+from typed_rag.pipelines.debate import MEDIATOR_SYSTEM
+from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
+from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     ANSWER_SYSTEM,
     CORE_DEFINITION,
-    MEDIATOR_SYSTEM,
     STRICT_CITE_RULE,
 )
 from typed_rag.types import QuestionType as T

@@ -9,7 +9,8 @@ import pytest
 from tests.core.conftest import EmptyRetriever
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.prompts import AGGREGATOR_SYSTEM, MEDIATOR_SYSTEM
+from typed_rag.pipelines.debate import MEDIATOR_SYSTEM
+from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.types import QuestionType as T
 
 REASON_Q = "Why do leaves change color in autumn?"

@@ -6,18 +6,11 @@ import json
 
 import pytest
 
-from typed_rag.plans import (
-    COMPARISON_SCHEMA,
-    DEBATE_SCHEMA,
-    KEYWORD_SCHEMA,
-    SUB_QUERY_SCHEMA,
-    PlanError,
-    extract_json,
-    parse_comparison,
-    parse_debate,
-    parse_keywords,
-    parse_sub_queries,
-)
+from typed_rag.json_reply import PlanError, extract_json
+from typed_rag.pipelines.comparison import COMPARISON_SCHEMA, parse_comparison
+from typed_rag.pipelines.debate import DEBATE_SCHEMA, parse_debate
+from typed_rag.pipelines.decomposition import SUB_QUERY_SCHEMA, parse_sub_queries
+from typed_rag.pipelines.experience import KEYWORD_SCHEMA, parse_keywords
 
 
 def test_extract_json_from_fences_prose_and_python_literals() -> None:

@@ -11,7 +11,7 @@ from typed_rag.citations import (
     cited_sentences,
     strip_invalid,
 )
-from typed_rag.prompts import cited_numbers
+from typed_rag.messages import cited_numbers
 from typed_rag.result import CitedPassage, Result
 from typed_rag.subanswers import anchor, body, uninformative
 

@@ -217,7 +217,7 @@ def test_factory_builds_it_from_settings(fake_bin: Path, tmp_path: Path) -> None
 @pytest.mark.slow
 async def test_real_llama_server_batches_plans_and_restarts(smollm2_gguf: Path) -> None:
     """SmolLM2 on the real llama-server: parallel answers, a schema plan, a restart, no orphan."""
-    from typed_rag.plans import SUB_QUERY_SCHEMA, parse_sub_queries
+    from typed_rag.pipelines.decomposition import SUB_QUERY_SCHEMA, parse_sub_queries
 
     try:
         binary = find_binary(None, load_settings().home)

@@ -202,3 +202,17 @@ def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path:
             json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n"
         )
         run_questions(tmp_path, [rec], ["llm", "rag"], store_lookup(Store()))
+
+
+async def test_evaluate_writes_the_summary_table_and_plot(tmp_path: Path) -> None:
+    from eval.context.analysis import evaluate
+    from eval.context.report import write
+
+    run = ContextRun(tmp_path, CruxJudge(judge_engine(), temperature=0.0))
+    summary = await evaluate(run, [question()], "fake", n_boot=50)
+    assert summary["questions"] == 1 and summary["judge"] == "fake"
+    assert {r["config"] for r in summary["rows"]} == {"bm25", "reranked", "noisy"}
+    files = write(tmp_path, summary)
+    assert all(f.stat().st_size > 0 for f in files)
+    table = (tmp_path / "report.md").read_text()
+    assert "| reranked | 1 | 1.000" in table and "judge fake" in table

@@ -19,42 +19,33 @@ from typed_rag.engines.base import (
     Engine,
     StreamDelta,
 )
+from typed_rag.pipelines import example_plans
 
 Responder = Callable[[ChatRequest], str]
 # Probabilities (need not sum to 1: the rest of the vocabulary) per choice of a request.
 Chooser = Callable[[ChoiceRequest], Mapping[str, float]]
 
-# A valid plan per plan schema (by its "title", see typed_rag.plans), so the
-# default fake engine drives every typed pipeline down its decomposed path.
-VALID_PLANS: dict[str, str] = {
-    "comparison_plan": json.dumps(
-        {"is_compare": True, "compare_type": "differences", "keywords_list": ["coffee", "tea"]}
-    ),
-    "keyword_plan": json.dumps({"keywords": ["backpacking", "Europe"]}),
-    "sub_query_plan": json.dumps(
-        {"sub_queries": ["why do leaves change color", "what happens to chlorophyll in autumn"]}
-    ),
-    "core_sub_questions": json.dumps(
-        {"sub_questions": ["what happens to chlorophyll in autumn", "which pigments remain"]}
-    ),
+# Plan replies that are not a pipeline's: the coverage-constraint detector finds none.
+OTHER_PLANS: dict[str, str] = {
     "coverage_constraints": json.dumps({"question": "", "include": [], "exclude": []}),
-    "debate_plan": json.dumps(
-        {
-            "debate_topic": "nuclear power",
-            "dist_opinion": ["supporters", "opponents"],
-            "sub_queries": {
-                "supporters": "benefits of nuclear power",
-                "opponents": "risks of nuclear power",
-            },
-        }
-    ),
 }
+
+
+def valid_plan(title: str) -> str:
+    """The example reply for a plan schema title (``{}`` for unknown ones): each pipeline's
+    plan model brings one, so the fake engine drives every typed pipeline down its
+    planned path, a pipeline registered in a test included."""
+    return {**OTHER_PLANS, **example_plans()}.get(title, "{}")
+
+
+# The plans of the registered pipelines at import time, by schema title.
+VALID_PLANS: dict[str, str] = {**OTHER_PLANS, **example_plans()}
 
 
 def echo_responder(request: ChatRequest) -> str:
     """Default: a valid plan for a known plan schema (``{}`` for others), else an answer citing [1]."""
     if request.json_schema is not None:
-        return VALID_PLANS.get(str(request.json_schema.get("title")), "{}")
+        return valid_plan(str(request.json_schema.get("title")))
     return "A fake answer [1]."
 
 
@@ -66,7 +57,7 @@ def scripted_responder(
 
     A list of plan replies is consumed one per call (the last one repeats), so
     tests can script "malformed, malformed, valid". Titles not in ``plans``
-    get :data:`VALID_PLANS`.
+    get :func:`valid_plan`.
     """
     queues = {k: [v] if isinstance(v, str) else list(v) for k, v in (plans or {}).items()}
 
@@ -75,7 +66,7 @@ def scripted_responder(
             title = str(request.json_schema.get("title"))
             queue = queues.get(title)
             if not queue:
-                return VALID_PLANS.get(title, "{}")
+                return valid_plan(title)
             return queue.pop(0) if len(queue) > 1 else queue[0]
         return answer(request) if callable(answer) else answer
 

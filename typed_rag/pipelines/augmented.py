@@ -21,11 +21,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from typed_rag.pipelines.base import Context, Final
+from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
+from typed_rag.pipelines.core_questions import (
+    CorePlan,
+    core_sub_question_messages,
+    core_sub_question_schema,
+    parse_core_sub_questions,
+)
+from typed_rag.pipelines.decomposition import aggregation_messages
 from typed_rag.pipelines.grounding import combine, guide
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag, union_by_id
-from typed_rag.plans import core_sub_question_schema, parse_core_sub_questions
-from typed_rag.prompts import core_sub_question_messages, rag_messages
+from typed_rag.pipelines.prompting import rag_messages
 from typed_rag.retrieval import Passage
 
 
@@ -61,21 +67,29 @@ def cover_select(scores: Sequence[Sequence[float]], k: int) -> list[int]:
 
 async def prepare(ctx: Context) -> Final:
     limit = max(1, ctx.settings.augment.max_sub_questions)
-    plan = await ctx.plan(
-        "plan",
+    plan = await plan_or_fallback(
+        ctx,
+        "augment",
         core_sub_question_messages(ctx.question, limit),
         core_sub_question_schema(limit),
         lambda text: parse_core_sub_questions(text, limit),
+        what="core sub-questions",
     )
     if plan is None:
-        attempts = 1 + ctx.settings.sampling.plan_retries
-        ctx.fallback(f"augment: core sub-questions unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
-    subs = ctx.enforce("sub_questions", plan.sub_queries)
+    subs = ctx.enforce("sub_questions", plan.sub_questions)
     ctx.set_plan({"core_sub_questions": subs, "augmented": True})
     if ctx.settings.augment.end_to_end:  # M4: answer each core sub-question, then combine
         ctx.result.plan["end_to_end"] = True
-        return await combine(ctx, await answer_sub_queries(ctx, subs), "aggregate")
+        return await combine(
+            ctx,
+            await answer_sub_queries(ctx, subs),
+            "aggregate",
+            lambda kept, passages: aggregation_messages(
+                ctx.question, [(s.query, s.answer) for s in kept], passages
+            ),
+            what="core sub-answer",
+        )
     queries = [ctx.question, *subs]
     depth = max(ctx.settings.augment.pool_per_query, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, depth), queries)
@@ -94,3 +108,6 @@ async def _select(ctx: Context, queries: Sequence[str], pool: list[Passage]) -> 
     with ctx.timed("rerank"):
         scores = await asyncio.to_thread(lambda: [reranker.score(q, pool) for q in queries])
     return cover_select(scores, ctx.top_k)
+
+
+PIPELINE = Pipeline(prepare, CorePlan)

@@ -1,9 +1,12 @@
 """What every pipeline shares: engine rounds, retrieval, citations and the trace.
 
-A pipeline is an async function ``prepare(ctx) -> Final``: it runs the plan
-round, retrieval and any batched sub-answer round, and returns the messages of
-the final generation. :class:`~typed_rag.system.TypedRAG` runs that last call
-itself, whole or streamed, so the server can stream exactly the answer.
+A pipeline is a module that owns its plan model (a :class:`Plan`), the plan's
+JSON schema, parser and prompts, and an async ``prepare(ctx) -> Final``: it
+runs the plan round, retrieval and any batched sub-answer round, and returns
+the messages of the final generation. :class:`~typed_rag.system.TypedRAG` runs
+that last call itself, whole or streamed, so the server can stream exactly the
+answer. The module's :class:`Pipeline` goes into the type table
+(:data:`typed_rag.pipelines.TYPED`).
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from typed_rag.config import SamplingSettings, Settings
 from typed_rag.constraints import Constraints, enforce, named_in, with_instructions
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine
-from typed_rag.plans import PlanError
+from typed_rag.json_reply import PlanError
+from typed_rag.messages import Messages
 from typed_rag.progress import Kind, Progress, ProgressSink
-from typed_rag.prompts import Messages
 from typed_rag.rerank.base import Reranker
 from typed_rag.result import CitedPassage, LLMCall, Result
 from typed_rag.retrieval import Passage, Retriever
@@ -306,3 +309,49 @@ class Context:
             if cited not in out:
                 out.append(cited)
         return out
+
+
+Prepare = Callable[[Context], Awaitable[Final]]
+
+
+class Plan(Protocol):
+    """What a pipeline's plan model tells the rest of the system."""
+
+    # The title of its JSON schema; the fake engine replies ``example`` to a request
+    # under that schema, so tests drive the pipeline down its planned path.
+    title: ClassVar[str]
+    example: ClassVar[str]
+
+    def to_trace(self) -> dict[str, Any]:
+        """The plan as recorded in ``Result.plan``."""
+        ...
+
+    @classmethod
+    def describe(cls, trace: Mapping[str, Any]) -> list[str]:
+        """Lines for people (``typed-rag ask``) about the parts of ``trace`` this plan wrote."""
+        ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A route of the type table: how a question is prepared, and the plan model it makes."""
+
+    prepare: Prepare
+    plan: type[Plan] | None = None  # None: the route makes no plan (plain RAG, the LLM)
+
+
+async def plan_or_fallback(
+    ctx: Context,
+    label: str,
+    messages: Messages,
+    schema: dict[str, Any],
+    parser: Callable[[str], P],
+    what: str = "plan",
+) -> P | None:
+    """The pipeline's plan; None after recording the fallback, and the caller answers with
+    plain RAG. The attempts are :meth:`Context.plan`'s, per-request sampling included."""
+    plan = await ctx.plan("plan", messages, schema, parser)
+    if plan is None:
+        attempts = ctx.result.plan.get("attempts")
+        ctx.fallback(f"{label}: {what} unparseable after {attempts} attempts -> rag")
+    return plan

@@ -7,12 +7,177 @@ Three engine rounds: the plan, every sub-answer in one batch, the aggregator.
 
 from __future__ import annotations
 
-from typed_rag.pipelines.base import Context, Final
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from typed_rag.json_reply import extract_json, lookup, only_list, string_list
+from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
+from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
-from typed_rag.plans import parse_sub_queries, sub_query_schema
-from typed_rag.prompts import decomposition_plan_messages
 from typed_rag.types import QuestionType
+
+MIN_SUB_QUERIES = 2
+MAX_SUB_QUERIES = 5
+
+AGGREGATOR_SYSTEM = (
+    "You combine answers. You receive an original question and several question-answer "
+    "pairs; each question looks at one aspect of the original. You merge what they found "
+    "into one concise, accurate answer to the original question."
+)
+
+
+@dataclass
+class DecompositionPlan:
+    sub_queries: list[str]
+
+    title: ClassVar[str] = "sub_query_plan"
+    example: ClassVar[str] = json.dumps(
+        {"sub_queries": ["why do leaves change color", "what happens to chlorophyll in autumn"]}
+    )
+
+    def to_trace(self) -> dict[str, Any]:
+        return {"sub_queries": self.sub_queries}
+
+    @classmethod
+    def describe(cls, trace: Mapping[str, Any]) -> list[str]:
+        if not trace.get("sub_queries"):
+            return []
+        return ["plan: sub-queries:"] + [
+            f"  {i}. {q}" for i, q in enumerate(trace["sub_queries"], 1)
+        ]
+
+
+def sub_query_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
+    """The decomposition plan: 2 to ``limit`` sub-queries."""
+    return {
+        "title": DecompositionPlan.title,
+        "type": "object",
+        "properties": {
+            "sub_queries": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": MIN_SUB_QUERIES,
+                "maxItems": limit,
+            }
+        },
+        "required": ["sub_queries"],
+        "additionalProperties": False,
+    }
+
+
+SUB_QUERY_SCHEMA: dict[str, Any] = sub_query_schema()
+
+
+def parse_sub_queries(text: str, limit: int = MAX_SUB_QUERIES) -> DecompositionPlan:
+    """2 to ``limit`` sub-queries; extra ones are cut (the first are kept)."""
+    data = extract_json(text)
+    if isinstance(data, dict):
+        value = lookup(data, "sub_queries", "subqueries", "queries", "multiple_sub_queries")
+        data = value if value is not None else only_list(data)
+    return DecompositionPlan(string_list(data, "sub_queries", MIN_SUB_QUERIES, limit))
+
+
+_DECOMPOSE_KIND = {
+    "REASON": (
+        "a reason question: it asks why something is the case or what lies behind a concept "
+        "or event",
+        '"Why do cats purr?"',
+        '{"sub_queries": ["what produces the purring sound in cats", "in which situations do '
+        'cats purr", "what purring tells about a cat\'s health or mood"]}',
+    ),
+    "INSTRUCTION": (
+        "an instruction question: it asks how to do something, as guidance or steps to follow",
+        '"How do I fix a flat bicycle tyre?"',
+        '{"sub_queries": ["tools needed to repair a bicycle puncture", "how to take the tyre '
+        'off a bicycle wheel", "how to patch or replace an inner tube"]}',
+    ),
+}
+
+
+_PARAPHRASE_EXAMPLE = {
+    "REASON": '{"sub_queries": ["what makes cats purr", "reason domestic cats produce a purring '
+    'sound", "cause and purpose of purring in cats"]}',
+    "INSTRUCTION": '{"sub_queries": ["steps to repair a punctured bicycle tyre", "how to mend '
+    'a flat tyre on a bike", "fixing a bicycle inner tube puncture"]}',
+}
+
+
+def decomposition_plan_messages(
+    question: str, question_type: str, limit: int = 5, style: str = "aspects"
+) -> Messages:
+    """Split a reason or instruction question into 2-``limit`` sub-queries.
+
+    ``aspects``: each looks at one aspect of the question. ``paraphrase`` (the
+    paper's Figures 13/14): each keeps the whole question and rewords it.
+    """
+    key = question_type.upper() if question_type.upper() in _DECOMPOSE_KIND else "REASON"
+    kind, example_q, example_a = _DECOMPOSE_KIND[key]
+    if style == "paraphrase":
+        steps = (
+            "1. Rewrite it as search queries that each keep the whole meaning and intent of "
+            "the question but put it in other words and another structure, so that together "
+            "they match passages phrased in different ways.\n"
+            f"2. Write between 2 and {limit} distinct queries, each naming the question's "
+            "subject explicitly.\n\n"
+        )
+        example_a = _PARAPHRASE_EXAMPLE[key]
+    else:
+        steps = (
+            "1. Break it into sub-queries that keep its intent but each look at a single "
+            "aspect of it, worded differently from one another.\n"
+            f"2. Write between 2 and {limit} distinct sub-queries, each usable on its own as a "
+            "search query about the question's own subject (name the subject; no pronouns).\n\n"
+        )
+    user = (
+        f"Act as a query analyst. The question below is {kind}.\n"
+        f"{steps}"
+        "### Output format\n"
+        f'{{"sub_queries": [2 to {limit} strings]}}\n\n'
+        "### Example\n"
+        f"Question: {example_q}\n"
+        f"Output: {example_a}\n\n"
+        f"### Question\n{question}\n\n"
+        "### Output\n"
+    )
+    return chat(ANALYST_SYSTEM, user)
+
+
+def aggregation_messages(
+    question: str, pairs: Sequence[tuple[str, str]], passages: Sequence[Numbered] = ()
+) -> Messages:
+    """Merge the sub-query answers into one answer to the original question.
+
+    With ``passages`` (grounded aggregation) the aggregator also reads the best
+    passages and keeps only the sub-answer claims that one of them supports.
+    """
+    qa = "\n\n".join(
+        f"Question {i}: {q}\nAnswer {i}: {a.strip()}" for i, (q, a) in enumerate(pairs, 1)
+    )
+    if passages:
+        user = (
+            "Write a short, clear answer to the original question from the question-answer "
+            "pairs and the references below. The pairs were written quickly and may misread "
+            "their sources: keep a claim from them only where one of the references supports "
+            "it, and leave out every claim that no reference supports. Cite the supporting "
+            "reference next to each claim by its number, such as [2].\n\n"
+            f"### Original question\n{question}\n\n"
+            f"### References\n{format_passages(passages)}\n\n"
+            f"### Question-answer pairs\n{qa}\n\n"
+            "### Answer\n"
+        )
+        return chat(AGGREGATOR_SYSTEM, user)
+    user = (
+        "Use the question-answer pairs below to write a short, clear answer to the original "
+        "question. Keep the citation numbers such as [2] that the answers use, next to the "
+        "facts they support.\n\n"
+        f"### Original question\n{question}\n\n"
+        f"### Question-answer pairs\n{qa}\n\n"
+        "### Answer\n"
+    )
+    return chat(AGGREGATOR_SYSTEM, user)
 
 
 async def prepare(ctx: Context, question_type: QuestionType) -> Final:
@@ -21,19 +186,26 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     messages = decomposition_plan_messages(
         ctx.question, question_type.value, limit, opts.sub_query_style
     )
-    plan = await ctx.plan(
-        "plan", messages, sub_query_schema(limit), lambda text: parse_sub_queries(text, limit)
+    plan = await plan_or_fallback(
+        ctx,
+        question_type.value.lower(),
+        messages,
+        sub_query_schema(limit),
+        lambda text: parse_sub_queries(text, limit),
     )
     if plan is None:
-        attempts = 1 + ctx.settings.sampling.plan_retries
-        ctx.fallback(
-            f"{question_type.value.lower()}: plan unparseable after {attempts} attempts -> rag"
-        )
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
     ctx.set_plan(plan.to_trace())
     subs = await answer_sub_queries(ctx, anchor_queries(ctx, plan.sub_queries))
-    return await combine(ctx, subs, "aggregate")
+    return await combine(
+        ctx,
+        subs,
+        "aggregate",
+        lambda kept, passages: aggregation_messages(
+            ctx.question, [(s.query, s.answer) for s in kept], passages
+        ),
+    )
 
 
 async def prepare_reason(ctx: Context) -> Final:
@@ -42,3 +214,7 @@ async def prepare_reason(ctx: Context) -> Final:
 
 async def prepare_instruction(ctx: Context) -> Final:
     return await prepare(ctx, QuestionType.INSTRUCTION)
+
+
+REASON = Pipeline(prepare_reason, DecompositionPlan)
+INSTRUCTION = Pipeline(prepare_instruction, DecompositionPlan)

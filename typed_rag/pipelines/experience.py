@@ -8,20 +8,85 @@ Section 3.3) or both, merged round-robin (``method.experience_retrieval``).
 
 from __future__ import annotations
 
-from typed_rag.pipelines.base import Context, Final
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from typed_rag.json_reply import extract_json, lookup, only_list, string_list
+from typed_rag.messages import ANALYST_SYSTEM, Messages, chat
+from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import guide, options
 from typed_rag.pipelines.plain import prepare_rag, union_by_id
-from typed_rag.plans import KEYWORD_SCHEMA, parse_keywords
-from typed_rag.prompts import experience_plan_messages, rag_messages
+from typed_rag.pipelines.prompting import rag_messages
+
+MAX_KEYWORDS = 5
+
+
+@dataclass
+class KeywordPlan:
+    keywords: list[str]
+
+    title: ClassVar[str] = "keyword_plan"
+    example: ClassVar[str] = json.dumps({"keywords": ["backpacking", "Europe"]})
+
+    def to_trace(self) -> dict[str, Any]:
+        return {"keywords": self.keywords}
+
+    @classmethod
+    def describe(cls, trace: Mapping[str, Any]) -> list[str]:
+        if "is_compare" in trace or not trace.get("keywords"):  # a comparison's keywords
+            return []
+        return [f"plan: keywords: {'; '.join(trace['keywords'])}"]
+
+
+KEYWORD_SCHEMA: dict[str, Any] = {
+    "title": KeywordPlan.title,
+    "type": "object",
+    "properties": {
+        "keywords": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "maxItems": MAX_KEYWORDS,
+        }
+    },
+    "required": ["keywords"],
+    "additionalProperties": False,
+}
+
+
+def parse_keywords(text: str) -> KeywordPlan:
+    data = extract_json(text)
+    if isinstance(data, dict):
+        value = lookup(data, "keywords", "keyword", "keywords_list")
+        data = value if value is not None else only_list(data)
+    return KeywordPlan(string_list(data, "keywords", 1, MAX_KEYWORDS))
+
+
+def experience_plan_messages(question: str) -> Messages:
+    """Pull out the keywords that say what experience or advice the asker wants."""
+    user = (
+        "Act as a query analyst. The question below asks for experience, advice or "
+        "recommendations. Work out what topic the asker wants to hear experiences about, "
+        "then list the key entities and phrases of the question that a search for such "
+        "experiences should match.\n\n"
+        "### Output format\n"
+        '{"keywords": ["keyword", ...]}\n\n'
+        "### Example\n"
+        'Question: "Which hiking trails in Scotland are worth doing in winter?"\n'
+        'Output: {"keywords": ["hiking trails in Scotland", "winter hiking", "worth doing"]}\n\n'
+        f"### Question\n{question}\n\n"
+        "### Output\n"
+    )
+    return chat(ANALYST_SYSTEM, user)
 
 
 async def prepare(ctx: Context) -> Final:
-    plan = await ctx.plan(
-        "plan", experience_plan_messages(ctx.question), KEYWORD_SCHEMA, parse_keywords
+    plan = await plan_or_fallback(
+        ctx, "experience", experience_plan_messages(ctx.question), KEYWORD_SCHEMA, parse_keywords
     )
     if plan is None:
-        attempts = 1 + ctx.settings.sampling.plan_retries
-        ctx.fallback(f"experience: plan unparseable after {attempts} attempts -> rag")
         return await prepare_rag(ctx)
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
     if ctx.constraints:  # the wanted subtopics steer the reranking too
@@ -46,3 +111,6 @@ async def prepare(ctx: Context) -> Final:
     ranked = await ctx.rerank(keywords, pool, ctx.top_k)
     cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
+
+
+PIPELINE = Pipeline(prepare, KeywordPlan)

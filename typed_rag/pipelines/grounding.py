@@ -10,26 +10,26 @@ build the paper's prompts unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from typed_rag.config import MethodOptions
+from typed_rag.messages import Messages
 from typed_rag.pipelines.base import Context, Final
-from typed_rag.plans import core_sub_question_schema, parse_core_sub_questions
-from typed_rag.prompts import (
+from typed_rag.pipelines.core_questions import core_sub_questions
+from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     CORE_DEFINITION,
     STRICT_CITE_RULE,
-    Messages,
-    aggregation_messages,
     core_list_guidance,
-    core_sub_question_messages,
-    mediator_messages,
     rag_messages,
     with_guidance,
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 from typed_rag.subanswers import anchor, uninformative
+
+# The combining prompt (aggregator, mediator) over the kept sub-answers and the passages shown.
+Combiner = Callable[[Sequence[SubAnswer], Sequence[CitedPassage]], Messages]
 
 
 def options(ctx: Context) -> MethodOptions:
@@ -51,32 +51,6 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
     if opts.require_citations and ctx.result.passages:
         lines.append(STRICT_CITE_RULE)
     return with_guidance(messages, lines)
-
-
-async def core_sub_questions(ctx: Context) -> list[str]:
-    """The question's core sub-questions (Xie et al.'s M2): the augmented pipeline's when it
-    made them, else one plan call. Empty, with a recorded fallback, when it never parses."""
-    known = ctx.result.plan.get("core_sub_questions")
-    if known:
-        return list(known)
-    limit = max(1, ctx.settings.augment.max_sub_questions)
-    trace: dict[str, object] = {}
-    plan = await ctx.plan(
-        "core-plan",
-        core_sub_question_messages(ctx.question, limit),
-        core_sub_question_schema(limit),
-        lambda text: parse_core_sub_questions(text, limit),
-        trace=trace,
-    )
-    if plan is None:
-        ctx.fallback(
-            f"core sub-questions: unparseable after {trace.get('attempts')} attempts "
-            "-> the answer is told their definition only"
-        )
-        return []
-    subs = ctx.enforce("core_sub_questions", plan.sub_queries)
-    ctx.result.plan["core_sub_questions"] = subs
-    return subs
 
 
 def anchor_queries(ctx: Context, queries: list[str]) -> list[str]:
@@ -124,18 +98,19 @@ async def best_passages(ctx: Context, subs: Sequence[SubAnswer], n: int) -> list
 
 
 async def combine(
-    ctx: Context, subs: list[SubAnswer], kind: str, topic: str = "", what: str = "sub-answer"
+    ctx: Context, subs: list[SubAnswer], step: str, build: Combiner, what: str = "sub-answer"
 ) -> Final:
-    """The aggregator's (``kind="aggregate"``) or mediator's (``"mediate"``) final generation.
+    """The final generation (``step``: ``aggregate``, ``mediate``) over the sub-answers.
 
-    ``method.drop_uninformative`` leaves out sub-answers that say nothing; when
-    none is left, the question is answered like plain RAG over the passages the
-    sub-queries found. ``method.grounded_aggregation`` shows the best passages.
+    ``build`` is the pipeline's combining prompt. ``method.drop_uninformative``
+    leaves out sub-answers that say nothing; when none is left, the question is
+    answered like plain RAG over the passages the sub-queries found.
+    ``method.grounded_aggregation`` shows the best passages to ``build``.
     """
     opts = options(ctx)
     kept = keep_informative(subs) if opts.drop_uninformative else subs
     if not kept:
-        ctx.fallback(f"{kind}: every {what} carried no information -> rag over the pooled passages")
+        ctx.fallback(f"{step}: every {what} carried no information -> rag over the pooled passages")
         passages = await best_passages(ctx, subs, ctx.top_k)
         return Final("answer", await guide(ctx, rag_messages(ctx.question, passages)))
     passages = (
@@ -143,9 +118,4 @@ async def combine(
         if opts.grounded_aggregation
         else []
     )
-    if kind == "mediate":
-        views = [(s.perspective or "", s.answer) for s in kept]
-        messages = mediator_messages(ctx.question, topic, views, passages)
-    else:
-        messages = aggregation_messages(ctx.question, [(s.query, s.answer) for s in kept], passages)
-    return Final(kind, await guide(ctx, messages))
+    return Final(step, await guide(ctx, build(kept, passages)))

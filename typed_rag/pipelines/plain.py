@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.engines.base import ChatResult
-from typed_rag.pipelines.base import Context, Final
-from typed_rag.prompts import cited_numbers, llm_messages, rag_messages
+from typed_rag.messages import cited_numbers
+from typed_rag.pipelines.base import Context, Final, Pipeline
+from typed_rag.pipelines.prompting import llm_messages, rag_messages
 from typed_rag.result import SubAnswer
 from typed_rag.retrieval import Passage
 
@@ -100,3 +101,7 @@ async def answer_sub_queries(
     subs = [sub_answer(i, res) for i, res in enumerate(results)]
     ctx.result.sub_answers = subs
     return subs
+
+
+LLM = Pipeline(prepare_llm)
+RAG = Pipeline(prepare_rag)

@@ -1,0 +1,56 @@
+"""Chat messages and the numbered-passage convention that every prompt shares.
+
+Each prompt builder returns chat messages (a system and a user message); the
+engine applies the model's chat template. Passages reach the model as numbered
+text (``[n] Title`` then the passage) and answers are asked to cite ``[n]``.
+The numbers are the ones kept in ``Result.passages``, so a citation in any
+answer (sub-answer, perspective or final) points at the same passage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+Messages = list[dict[str, str]]
+
+
+class Numbered(Protocol):
+    """A passage with the citation number it is shown under (e.g. ``CitedPassage``)."""
+
+    citation: int
+    title: str
+    text: str
+
+
+ANALYST_SYSTEM = (
+    "You are a query analyst. You study a question of a known type and rewrite it into the "
+    "pieces a search engine needs, so the final answer matches what the asker wants. "
+    "You reply with JSON only."
+)
+
+
+def chat(system: str, user: str) -> Messages:
+    """A system and a user message."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def format_passages(passages: Sequence[Numbered]) -> str:
+    """``[n] Title`` followed by the passage text, one block per passage."""
+    return "\n\n".join(f"[{p.citation}] {p.title}\n{p.text}" for p in passages)
+
+
+# "[2]", and the lists small models write: "[2, 3]", "[2; 3]".
+CITATION_GROUP = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The citation numbers an answer uses, in order of first use."""
+    seen: list[int] = []
+    for match in CITATION_GROUP.finditer(text):
+        for digits in re.findall(r"\d+", match.group(1)):
+            n = int(digits)
+            if n not in seen:
+                seen.append(n)
+    return seen

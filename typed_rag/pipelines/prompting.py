@@ -1,0 +1,102 @@
+"""The prompt parts the pipelines share: the baselines' prompts (the paper's Figures 8 and 9),
+the citation rule, and the guidance a final answer can be given (``method.*``, issue 15).
+
+A pipeline's own plan and answer prompts live in its module; the numbered
+passage convention and chat message shape are :mod:`typed_rag.messages`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from typed_rag.messages import Messages, Numbered, chat, format_passages
+
+ANSWER_SYSTEM = "You are an assistant that answers questions accurately and helpfully."
+
+CITE_RULE = (
+    "Use the references where they help and cite them by their numbers in square brackets, "
+    "for example [1] or [2][3]. Do not cite a number that is not listed."
+)
+
+
+def llm_messages(question: str) -> Messages:
+    """The LLM baseline: the question alone, answered from the model's own knowledge."""
+    user = f"Answer the question below.\n\n### Question\n{question}\n\n### Answer\n"
+    return chat(ANSWER_SYSTEM, user)
+
+
+def rag_messages(question: str, passages: Sequence[Numbered]) -> Messages:
+    """Plain RAG: numbered reference passages, then the question."""
+    if not passages:
+        return llm_messages(question)
+    user = (
+        "Below are passages taken from a larger collection, followed by a question. "
+        "Read the references and answer the question. "
+        f"{CITE_RULE}\n\n"
+        f"### References\n{format_passages(passages)}\n\n"
+        f"### Question\n{question}\n\n"
+        "### Answer\n"
+    )
+    return chat(ANSWER_SYSTEM, user)
+
+
+# --- Final-answer guidance (issue 15; each part behind a method.* setting) ------------
+
+# How the final answer of each type is laid out (``method.answer_shapes``).
+ANSWER_SHAPES: dict[str, str] = {
+    "INSTRUCTION": (
+        "Lay the answer out as numbered steps (1., 2., ...) in the order they are done, one "
+        "action per step; if something is needed before starting, say so in one line first."
+    ),
+    "COMPARISON": (
+        "Compare point by point: for each aspect, say how each item does on it, side by "
+        "side; end with one sentence that sums up the comparison of the kind asked."
+    ),
+    "DEBATE": (
+        "First give each main perspective in its own short paragraph: who holds it and its "
+        "strongest reasons. Then end with a paragraph that weighs them into a balanced "
+        "conclusion. Write plain paragraphs; do not copy this prompt's headings (such as "
+        "Question, Debate topic or Responses) into the answer."
+    ),
+    "REASON": (
+        "Give the causes one at a time, the main one first: for each, state the cause and "
+        "then the evidence from the references that supports it."
+    ),
+    "EXPERIENCE": (
+        "Give practical advice or recommendations as a short list; ground each one in what "
+        "the references report, and say when a choice depends on taste or circumstances."
+    ),
+}
+
+# Xie et al.'s M1: the generator works out the core sub-questions itself.
+CORE_DEFINITION = (
+    "Before writing, work out the core sub-questions of the question: the points any "
+    "complete answer must address (not background, not follow-up questions). Make sure the "
+    "answer covers each of them, the most important first."
+)
+
+STRICT_CITE_RULE = (
+    "Cite the reference numbers shown above in square brackets right after each statement "
+    "they support, for example [1] or [2][3]. Use only numbers that appear above; every "
+    "paragraph, step or list item needs at least one citation."
+)
+
+
+def core_list_guidance(sub_questions: Sequence[str]) -> str:
+    """Xie et al.'s M2: name the core sub-questions the answer must address."""
+    listed = "\n".join(f"  {i}. {q}" for i, q in enumerate(sub_questions, 1))
+    return f"Make sure the answer addresses each of these core sub-questions:\n{listed}"
+
+
+def with_guidance(messages: Messages, lines: Sequence[str]) -> Messages:
+    """``messages`` with a "How to write the answer" section before the closing heading."""
+    if not lines:
+        return messages
+    out = [dict(m) for m in messages]
+    content = out[-1]["content"]
+    cut = content.rfind("### ")
+    note = "### How to write the answer\n" + "\n".join(f"- {line}" for line in lines) + "\n\n"
+    out[-1]["content"] = (
+        content[:cut] + note + content[cut:] if cut >= 0 else content + "\n\n" + note
+    )
+    return out
