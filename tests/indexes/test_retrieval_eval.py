@@ -104,7 +104,7 @@ def test_rm3_bad_parameters() -> None:
         RM3Retriever(None, fb_docs=0)  # type: ignore[arg-type]
 
 
-def test_load_retriever_applies_rm3(settings: Settings, index: BM25Index) -> None:
+def test_open_retriever_applies_rm3(settings: Settings, index: BM25Index) -> None:
     r = open_retriever(_with(settings, **{"retrieval.expansion": "rm3"}))
     assert isinstance(r, RM3Retriever)
 
