@@ -34,7 +34,6 @@ import torch
 
 from typed_rag.classifier.crossval import cross_validate
 from typed_rag.classifier.data import read_nfcats_csv, split_path
-from typed_rag.classifier.embedder import embed_questions, load_sentence_model
 from typed_rag.classifier.finetune import FineTuneConfig, fine_tune, logits_of
 from typed_rag.classifier.head import (
     HeadConfig,
@@ -48,6 +47,7 @@ from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.classifier.training import GRID
 from typed_rag.config import load_settings
+from typed_rag.encoder import embed_questions, load_sentence_model
 from typed_rag.models import ensure_model
 from typed_rag.types import LABELS
 

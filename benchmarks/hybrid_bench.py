@@ -166,7 +166,7 @@ def synthetic_scan(dim: int, rows: int, seed: int) -> dict[str, float]:
     """The exact dense scan alone on a random float16 matrix of ``rows`` x ``dim``."""
     import numpy as np
 
-    from indexes.dense import top_k_inner_product
+    from typed_rag.retrieval.dense import top_k_inner_product
 
     rng = np.random.default_rng(seed)
     m = np.empty((rows, dim), np.float16)
@@ -200,8 +200,10 @@ def dtype_check(settings: Any, index_dir: Path, queries: Sequence[str], n: int, 
     exact top-10 for 100 questions, and cosine between the two embeddings of a passage."""
     import numpy as np
 
-    from indexes.dense import encode, encoder_text, load_encoder, top_k_inner_product
-    from indexes.store import PassageStore
+    from typed_rag.encoder import encode
+    from typed_rag.retrieval.dense import load_dense_encoder, top_k_inner_product
+    from typed_rag.retrieval.store import PassageStore
+    from typed_rag.retrieval.text import encoder_text
 
     store = PassageStore(index_dir)
     rng = random.Random(seed)
@@ -212,7 +214,7 @@ def dtype_check(settings: Any, index_dir: Path, queries: Sequence[str], n: int, 
     emb: dict[str, tuple[Any, Any]] = {}
     for dt in ("bfloat16", "float32"):
         retrieval = settings.retrieval.model_copy(update={"dense_dtype": dt})
-        model, _ = load_encoder(settings.model_copy(update={"retrieval": retrieval}))
+        model, _ = load_dense_encoder(settings.model_copy(update={"retrieval": retrieval}))
         t0 = time.perf_counter()
         p = encode(model, texts, settings.retrieval.dense_batch_size)
         out[f"{dt}_passages_per_s"] = round(len(texts) / (time.perf_counter() - t0), 1)
@@ -389,12 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
 
     from eval.wikinfqa import load_wikinfqa
-    from indexes.bm25 import load_retriever as load_bm25
     from indexes.build import build_index
-    from indexes.dense import DenseIndex, build_dense, compute_dtype
-    from indexes.fusion import HybridRetriever
+    from indexes.dense import build_dense
     from typed_rag.cli import parse_overrides
     from typed_rag.config import load_settings
+    from typed_rag.retrieval.bm25 import BM25Index
+    from typed_rag.retrieval.dense import DenseIndex, compute_dtype
+    from typed_rag.retrieval.fusion import HybridRetriever
 
     overrides: dict[str, Any] = parse_overrides(args.set)
     if args.dtype:
@@ -459,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["questions"] = len(records)
     results["questions_without_answer"] = sum(1 for a in aliases if not a)
 
-    bm25 = load_bm25(settings, index_dir)
+    bm25 = BM25Index.from_settings(settings, index_dir)
     bm25.warmup()
     dense = DenseIndex.from_settings(settings, index_dir)
     hybrid = HybridRetriever(bm25, dense, r.rrf_k, r.fusion_depth)
@@ -502,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if not args.no_full:
         full_dir = settings.index_dir
-        full = load_bm25(settings, full_dir)
+        full = BM25Index.from_settings(settings, full_dir)
         full.warmup()
         fh = full.search(queries, kmax)
         ranks = [first_hit_rank(h, a) for h, a in zip(fh, aliases, strict=True)]

@@ -124,7 +124,7 @@ def work_query(task: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     import numba  # noqa: F401  (imported up front so the load figures are the index's)
 
-    from indexes.bm25 import BM25Index
+    from typed_rag.retrieval.bm25 import BM25Index
 
     import_s = time.perf_counter() - t0
     rss0 = _rss_mb()
@@ -160,7 +160,7 @@ def work_query_parts(task: dict[str, Any]) -> dict[str, Any]:
     query analysis, the numba kernel on term ids, and building Passages from the store."""
     import numpy as np
 
-    from indexes.bm25 import BM25Index
+    from typed_rag.retrieval.bm25 import BM25Index
 
     index = BM25Index(task["out"], backend="numba", n_threads=1)
     index.warmup()
@@ -189,8 +189,8 @@ def work_bm25s_numba(task: dict[str, Any]) -> dict[str, Any]:
     import bm25s
     import numba
 
-    import indexes.manifest as mf
-    from indexes.analyzer import bm25s_tokenizer
+    import typed_rag.retrieval.manifest as mf
+    from typed_rag.retrieval.analyzer import bm25s_tokenizer
 
     numba.set_num_threads(1)
     folder = Path(task["out"])
@@ -255,8 +255,8 @@ def work_rank_bm25(task: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from rank_bm25 import BM25Okapi
 
-    from indexes.analyzer import Analyzer
     from indexes.corpus import read_corpus
+    from typed_rag.retrieval.analyzer import Analyzer
 
     analyzer = Analyzer()
     t0 = time.perf_counter()

@@ -1,31 +1,22 @@
-"""Corpus reading, index building and the retrievers.
+"""Offline index work: corpus reading and download, index building, retrieval evaluation.
 
 ``build_index(settings, ...)`` writes a BM25 index folder and ``build_dense`` adds
-passage embeddings to it; ``load_retriever(settings)`` opens it memory-mapped as the
-retriever ``retrieval.kind`` names (:class:`BM25Index`, :class:`DenseIndex` or the
-RRF-fused :class:`HybridRetriever`), each with ``search(queries, k)``.
+passage embeddings to it. Searching those folders is :mod:`typed_rag.retrieval`
+(``open_retriever(settings)``); this package may import the core, never the reverse.
 """
 
 from __future__ import annotations
 
-from indexes.bm25 import BM25Index
 from indexes.build import BuildReport, build_index
 from indexes.corpus import CorpusReader, CorpusRow, read_corpus
-from indexes.dense import DenseBuildReport, DenseIndex, build_dense
-from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
-from indexes.loader import load_retriever
+from indexes.dense import DenseBuildReport, build_dense
 
 __all__ = [
-    "BM25Index",
     "BuildReport",
     "CorpusReader",
     "CorpusRow",
     "DenseBuildReport",
-    "DenseIndex",
-    "HybridRetriever",
     "build_dense",
     "build_index",
-    "load_retriever",
     "read_corpus",
-    "reciprocal_rank_fusion",
 ]

@@ -1,18 +1,17 @@
 """Build a BM25 index folder from a DPR corpus in two streamed passes.
 
 Pass 1 reads the corpus in chunks: each passage goes to the passage store, its title and
-text are analysed to term ids (bm25s's analysis, see :mod:`indexes.analyzer`; vocabulary
-grown incrementally), and the chunk's (term, term frequency) postings are appended to
-temporary files on disk. Stemming runs in ``workers`` forked processes while this
+text are analysed to term ids (bm25s's analysis, see :mod:`typed_rag.retrieval.analyzer`;
+vocabulary grown incrementally), and the chunk's (term, term frequency) postings are
+appended to temporary files on disk. Stemming runs in ``workers`` forked processes while this
 process reads, assigns term ids in corpus order and writes postings, so the result is
 byte-identical to an in-process build (``workers=0``). Only the vocabulary and two
 int32 per-passage arrays stay in memory.
 
-Pass 2 computes document frequencies, the IDF with bm25s's own scorer for the chosen
-method, and writes the CSC score matrix (term-major, as bm25s stores it) straight into
-memory-mapped ``.npy`` files by a chunked counting sort. The folder is then loadable by
-``bm25s.BM25.load(..., mmap=True)``; the build happens in a sibling temp folder that
-replaces the old index only when complete.
+Pass 2 (:mod:`indexes.score_matrix`) writes the CSC score matrix bm25s loads from those
+postings. The folder is then loadable by ``bm25s.BM25.load(..., mmap=True)`` (searched by
+:class:`typed_rag.retrieval.bm25.BM25Index`); the build happens in a sibling temp folder
+that replaces the old index only when complete.
 
 Scale (documented limits): memory is the vocabulary (~0.35M terms for the 370k default
 corpus; expect several million for the 21M DPR passages, ~1-2 GB as a Python dict) plus
@@ -20,6 +19,9 @@ corpus; expect several million for the 21M DPR passages, ~1-2 GB as a Python dic
 posting in the index (DPR 21M: ~1.2B postings, ~10 GB index plus the ~13 GB passage
 store). Pass 2 writes postings in scattered order, so it runs at disk speed unless the
 index fits in the page cache.
+
+bm25s pulls in scipy and numba (seconds to import), so the build functions import it
+when they run, not when this module is imported.
 """
 
 from __future__ import annotations
@@ -35,34 +37,29 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
-from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
-from bm25s.utils import json_functions
 from tqdm._monitor import TMonitor
 from tqdm.auto import tqdm
 
-import indexes.manifest as mf
-from indexes.analyzer import DEFAULT_ANALYZER, Analyzer
-from indexes.corpus import CorpusReader, OnError, is_url
-from indexes.download import download
-from indexes.store import PassageStoreWriter
-from indexes.vocab import write_hashed_vocab
+import typed_rag.retrieval.manifest as mf
+from indexes.corpus import CorpusReader, OnError, resolve_corpus
+from indexes.freshness import corpus_fingerprint, stale_reason
+from indexes.score_matrix import TF_FILE, TID_FILE, write_csc
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER, Analyzer
+from typed_rag.retrieval.store import PassageStoreWriter
+from typed_rag.retrieval.vocab import write_hashed_vocab
 
 log = logging.getLogger(__name__)
 
-_TID_FILE = "_postings.tid"  # int32 term id per posting (temporary)
-_TF_FILE = "_postings.tf"  # uint16 term frequency per posting (temporary)
 _MAX_TF = np.iinfo(np.uint16).max  # tf above this is clipped (its BM25 weight is saturated)
-_NONOCCURRENCE = ("bm25l", "bm25+")
 
 
 @dataclass
@@ -87,23 +84,6 @@ class BuildReport:
         return d
 
 
-def resolve_corpus(
-    source: str | Path, settings: Settings, show_progress: bool = True
-) -> tuple[Path, str]:
-    """Local path of the corpus and its source string; a URL is downloaded (resumably)
-    to ``<home>/corpora/<file name>`` first and reused on later runs."""
-    if is_url(source):
-        url = str(source)
-        name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "corpus.tsv"
-        dest = settings.home / "corpora" / name
-        result = download(url, dest, show_progress=show_progress)
-        return result.path, url
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise UserError(f"corpus file not found: {path}")
-    return path, str(path.resolve())
-
-
 def build_index(
     settings: Settings,
     corpus: str | Path | None = None,
@@ -120,6 +100,8 @@ def build_index(
     workers: int | None = None,
 ) -> BuildReport:
     """Build (or, with ``if_missing``, keep an up-to-date) BM25 index; see the module doc."""
+    import bm25s
+
     r = settings.retrieval
     params = {
         "k1": float(r.k1 if k1 is None else k1),
@@ -130,10 +112,10 @@ def build_index(
     _check_params(params)
     out = Path(out).expanduser() if out is not None else settings.index_dir
     corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
-    fingerprint = mf.corpus_fingerprint(corpus_path, source)
+    fingerprint = corpus_fingerprint(corpus_path, source)
     analyzer = dict(DEFAULT_ANALYZER)
     if if_missing:
-        reason = mf.stale_reason(
+        reason = stale_reason(
             out, corpus=fingerprint, params=params, analyzer=analyzer, limit=limit
         )
         if reason is None:
@@ -198,6 +180,9 @@ def _build_into(
     chunk_docs: int,
     workers: int,
 ) -> BuildReport:
+    import bm25s
+    from bm25s.utils import json_functions
+
     t0 = time.perf_counter()
     reader = CorpusReader(corpus_path, on_error, limit=limit)
     analyze = Analyzer(analyzer, grow=True)
@@ -208,8 +193,8 @@ def _build_into(
 
     with (
         PassageStoreWriter(folder) as store,
-        (folder / _TID_FILE).open("wb") as tid_out,
-        (folder / _TF_FILE).open("wb") as tf_out,
+        (folder / TID_FILE).open("wb") as tid_out,
+        (folder / TF_FILE).open("wb") as tf_out,
         tqdm(
             total=limit,
             unit="psg",
@@ -252,7 +237,7 @@ def _build_into(
     if n_docs == 0:
         raise UserError(f"no passages to index in {corpus_path} ({stats.summary()})")
     vocab[""] = len(vocab)  # column without postings: the query with no known term
-    n_terms = _write_csc(
+    n_terms = write_csc(
         folder,
         np.frombuffer(doc_len, dtype=np.int32),
         np.frombuffer(doc_terms, dtype=np.int32),
@@ -277,7 +262,7 @@ def _build_into(
         "backend": "numpy",
     }
     (folder / "params.index.json").write_text(json.dumps(bm25_params, indent=2))
-    for name in (_TID_FILE, _TF_FILE):
+    for name in (TID_FILE, TF_FILE):
         (folder / name).unlink()
     t2 = time.perf_counter()
     seconds = t2 - t0
@@ -358,94 +343,6 @@ def _chunk_postings(
     nterms = np.bincount(keys >> 32, minlength=len(ids))
     tids = (keys & 0xFFFFFFFF).astype(np.int32)
     return lens, nterms, tids, np.minimum(tf, _MAX_TF).astype(np.uint16)
-
-
-def _write_csc(
-    folder: Path,
-    doc_len: np.ndarray,
-    doc_terms: np.ndarray,
-    *,
-    n_cols: int,
-    params: dict[str, Any],
-    show_progress: bool,
-    docs_per_step: int = 100_000,
-) -> int:
-    """Score every posting and write the term-major CSC arrays bm25s loads."""
-    tids_all = _memmap_or_empty(folder / _TID_FILE, np.int32)
-    tfs_all = _memmap_or_empty(folder / _TF_FILE, np.uint16)
-    nnz = int(tids_all.size)
-    step = 50_000_000
-    df = np.zeros(n_cols, dtype=np.int64)
-    for s in range(0, nnz, step):
-        df += np.bincount(tids_all[s : s + step], minlength=n_cols)
-    n_docs = int(doc_len.size)
-    avg_len = float(doc_len.mean())
-    method = params["method"]
-    idf = _idf_array(df, n_docs, _select_idf_scorer(method))
-    tfc: Callable[..., np.ndarray] = _select_tfc_scorer(method)
-    k1, b, delta = params["k1"], params["b"], params["delta"]
-    nonocc = None
-    if method in _NONOCCURRENCE:
-        # bm25s's definition: the score a document gets for a query term it lacks
-        nonocc = (
-            idf * tfc(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta)
-        ).astype(np.float32)
-        np.save(folder / "nonoccurrence_array.index.npy", nonocc)
-
-    indptr = np.zeros(n_cols + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    data = np.lib.format.open_memmap(
-        folder / "data.csc.index.npy", mode="w+", dtype=np.float32, shape=(nnz,)
-    )
-    indices = np.lib.format.open_memmap(
-        folder / "indices.csc.index.npy", mode="w+", dtype=np.int32, shape=(nnz,)
-    )
-    heads = indptr[:-1].copy()
-    post_ptr = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(doc_terms, out=post_ptr[1:])
-    for d0 in tqdm(
-        range(0, n_docs, docs_per_step),
-        desc="index: score matrix",
-        unit="step",
-        disable=not show_progress,
-    ):
-        d1 = min(d0 + docs_per_step, n_docs)
-        p0, p1 = int(post_ptr[d0]), int(post_ptr[d1])
-        if p0 == p1:
-            continue
-        t = np.asarray(tids_all[p0:p1])
-        tf = np.asarray(tfs_all[p0:p1]).astype(np.float32)
-        docs = np.repeat(np.arange(d0, d1, dtype=np.int32), doc_terms[d0:d1])
-        lens = doc_len[docs].astype(np.float32)
-        scores = idf[t] * tfc(tf_array=tf, l_d=lens, l_avg=avg_len, k1=k1, b=b, delta=delta)
-        if nonocc is not None:
-            scores -= nonocc[t]
-        order = np.argsort(t, kind="stable")  # term-major, documents stay ascending
-        ts = t[order]
-        uniq, first, count = np.unique(ts, return_index=True, return_counts=True)
-        pos = heads[ts] + (np.arange(ts.size) - np.repeat(first, count))
-        data[pos] = scores[order]
-        indices[pos] = docs[order]
-        heads[uniq] += count
-    data.flush()
-    indices.flush()
-    del data, indices
-    np.save(folder / "indptr.csc.index.npy", indptr)
-    return nnz
-
-
-def _idf_array(df: np.ndarray, n_docs: int, idf_fn: Callable[..., float]) -> np.ndarray:
-    """IDF per term with bm25s's scalar formula (0 where a term has no document)."""
-    idf = np.zeros(df.size, dtype=np.float32)
-    present = np.flatnonzero(df)
-    idf[present] = [idf_fn(int(d), N=n_docs) for d in df[present]]
-    return idf
-
-
-def _memmap_or_empty(path: Path, dtype: type) -> np.ndarray:
-    if path.stat().st_size == 0:
-        return np.empty(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
 
 
 def _check_params(params: dict[str, Any]) -> None:

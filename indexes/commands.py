@@ -147,7 +147,7 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
 
 def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
     """BM25 first (kept when present and up to date), then the resumable dense encode."""
-    import indexes.manifest as mf
+    import typed_rag.retrieval.manifest as mf
     from indexes.dense import build_dense
 
     out = Path(args.out).expanduser() if args.out else settings.index_dir
@@ -254,7 +254,7 @@ def _index_judge(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
-    from indexes.loader import load_retriever
+    from typed_rag.retrieval import open_retriever
 
     if args.kind:
         retrieval = settings.retrieval.model_copy(update={"kind": args.kind})
@@ -265,7 +265,7 @@ def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
     if not args.question.strip():
         raise UserError("the question is empty")
     t0 = time.perf_counter()
-    index = load_retriever(settings, args.index)
+    index = open_retriever(settings, args.index)
     t1 = time.perf_counter()
     hits = index.search([args.question], k)[0]
     t2 = time.perf_counter()

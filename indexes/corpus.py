@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
+from indexes.download import download
 from indexes.seen_ids import SeenIds
+from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,23 @@ class ReadStats:
 def is_url(source: str | Path) -> bool:
     """True for an http(s) URL, which is downloaded before reading."""
     return isinstance(source, str) and source.lower().startswith(("http://", "https://"))
+
+
+def resolve_corpus(
+    source: str | Path, settings: Settings, show_progress: bool = True
+) -> tuple[Path, str]:
+    """Local path of the corpus and its source string; a URL is downloaded (resumably)
+    to ``<home>/corpora/<file name>`` first and reused on later runs."""
+    if is_url(source):
+        url = str(source)
+        name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "corpus.tsv"
+        dest = settings.home / "corpora" / name
+        result = download(url, dest, show_progress=show_progress)
+        return result.path, url
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise UserError(f"corpus file not found: {path}")
+    return path, str(path.resolve())
 
 
 class CorpusReader:

@@ -30,15 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval.labels import load_labels
+from eval.wikinfqa import load_wikinfqa
 from indexes.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
-from indexes.bm25 import BM25Index
-from indexes.prf import RM3Retriever
-from indexes.rescore import RescoredRetriever
+from indexes.relevance import fixed_sample, judged_rows, pipeline_queries
 from typed_rag.config import Settings
+from typed_rag.encoder import load_sentence_model
+from typed_rag.engines.factory import build_engine
 from typed_rag.errors import UserError
-from typed_rag.rerank.base import Reranker
-from typed_rag.rerank.retriever import RerankedRetriever
-from typed_rag.retrieval import Passage, Retriever
+from typed_rag.rerank.biencoder import BiEncoderReranker
+from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, Retriever
+from typed_rag.retrieval.bm25 import BM25Index
+from typed_rag.retrieval.prf import RM3Retriever
+from typed_rag.retrieval.rescore import RescoredRetriever
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ class Spec:
     fb_docs: int = 10
     fb_terms: int = 10
     orig_weight: float = 0.5
-    title: float = 0.0  # rescoring weights (indexes.rescore)
+    title: float = 0.0  # rescoring weights (typed_rag.retrieval.rescore)
     article: float = 0.0
     model: str | None = None  # reranker short name or registry name / folder
     order: str = "rrf"
@@ -99,7 +103,7 @@ class Spec:
 
 
 def settings_spec(settings: Settings) -> str:
-    """The spec of what ``load_retriever(settings)`` + the per-query reranker serve."""
+    """The spec of what ``open_retriever(settings)`` + the per-query reranker serve."""
     r = settings.retrieval
     base = "bm25"
     if r.expansion == "rm3":
@@ -125,9 +129,6 @@ class Builder:
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
         if name not in self._rerankers:
-            from typed_rag.classifier.embedder import load_sentence_model
-            from typed_rag.rerank.biencoder import BiEncoderReranker
-
             r = self.settings.reranker
             st = load_sentence_model(self.settings, name, r.device or "cpu")
             self._rerankers[name] = BiEncoderReranker(st, r.batch_size, self.cache_size)
@@ -195,10 +196,6 @@ def evaluate(
     echo: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Evaluate every spec; returns the summary rows (and writes them under ``out_dir``)."""
-    from eval.labels import load_labels
-    from eval.wikinfqa import load_wikinfqa
-    from indexes.bm25 import load_retriever as load_bm25
-
     parsed = [Spec.parse(s) for s in specs]
     default = settings_spec(settings)
     if default not in [p.name for p in parsed]:
@@ -225,7 +222,7 @@ def evaluate(
                 types.setdefault(lab.type, []).append(i)
         types["typed"] = [i for t in TYPED_TYPES for i in types.get(t, [])]
 
-    index = load_bm25(settings)
+    index = BM25Index.from_settings(settings)
     index.warmup()
     builder = Builder(settings, index, cache_size=200_000)
     finder = HitFinder()
@@ -344,16 +341,12 @@ def judge(
 ) -> list[dict[str, Any]]:
     """Judged relevance (indexes.relevance) of each config's top-``k`` for a fixed sample
     of the queries the typed pipelines issued in an evaluation run."""
-    from indexes.bm25 import load_retriever as load_bm25
-    from indexes.relevance import fixed_sample, judged_rows, pipeline_queries
-    from typed_rag.engines.factory import build_engine
-
     pairs = pipeline_queries(answers, method)
     if not pairs:
         raise UserError(f"{answers}: no {method} passages retrieved for a sub-query to judge")
     chosen = fixed_sample(pairs, sample, seed)
     parsed = [Spec.parse(s) for s in specs] or [Spec.parse(settings_spec(settings))]
-    index = load_bm25(settings)
+    index = BM25Index.from_settings(settings)
     builder = Builder(settings, index, cache_size=50_000)
     retrievers = {spec.name: builder.build(spec) for spec in parsed}
     rows = judged_rows(build_engine(settings), retrievers, [q for _, q in chosen], k, seed)

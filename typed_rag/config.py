@@ -60,7 +60,7 @@ class RetrievalSettings(BaseModel):
     dense_threads: int | None = None  # torch CPU threads for encoding (None: torch's default)
     rrf_k: int = 60  # reciprocal rank fusion constant: score = sum 1 / (rrf_k + rank)
     fusion_depth: int = 100  # candidates taken from each retriever before fusion
-    # Query expansion of the BM25 stage: "rm3" = pseudo-relevance feedback (indexes/prf.py).
+    # Query expansion of the BM25 stage: "rm3" = pseudo-relevance feedback (typed_rag/retrieval/prf.py).
     expansion: Literal["none", "rm3"] = "none"
     rm3_fb_docs: int = Field(10, ge=1)
     rm3_fb_terms: int = Field(10, ge=1)

@@ -37,9 +37,8 @@ from typed_rag.errors import UserError
 from typed_rag.finishing import finish
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
 from typed_rag.progress import Progress, ProgressSink
-from typed_rag.rerank.base import Reranker
 from typed_rag.result import Result
-from typed_rag.retrieval import Retriever
+from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_reranking
 from typed_rag.routing import (
     Routing,
     TypeArg,
@@ -79,15 +78,13 @@ class TypedRAG:
         plain-RAG route, which each Result records (``type_source="none"`` and
         a fallback note).
         """
-        from indexes import load_retriever
-        from indexes.loader import with_reranking
         from typed_rag.classifier import build_classifier
         from typed_rag.engines import build_engine
         from typed_rag.rerank import build_reranker
 
         engine = build_engine(settings)
         try:
-            retriever = load_retriever(settings)
+            retriever = open_retriever(settings)
         except (UserError, FileNotFoundError):
             if settings.mode != "llm":
                 raise

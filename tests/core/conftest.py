@@ -13,8 +13,7 @@ from tests.conftest import TINY_PASSAGES
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.config import Settings
 from typed_rag.engines.fake import FakeEngine
-from typed_rag.rerank.base import Reranker
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval import Passage, Reranker
 from typed_rag.system import TypedRAG
 from typed_rag.types import LABELS, QuestionType
 

@@ -14,8 +14,8 @@ from typed_rag.errors import UserError
 from typed_rag.rerank import build_reranker
 from typed_rag.rerank.bge import BGEReranker
 from typed_rag.rerank.biencoder import BiEncoderReranker
-from typed_rag.rerank.text import passage_text
 from typed_rag.retrieval import Passage
+from typed_rag.retrieval.text import passage_text
 
 PASSAGES = [
     Passage(id=pid, title=title, text=text, score=1.0) for pid, title, text in TINY_PASSAGES

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from indexes.loader import with_reranking
 from tests.core.conftest import MemoryRetriever, OverlapReranker
 from typed_rag.config import load_settings
-from typed_rag.rerank.retriever import RerankedRetriever
+from typed_rag.retrieval import RerankedRetriever, with_reranking
 
 Q = "Why do leaves change color in autumn?"
 

@@ -50,12 +50,12 @@ def _rank_from_candidate(request: ChatRequest) -> str:
 
 def make_answerer(settings: Settings) -> Any:
     """TypedRAG over the real BM25 index with a keyword classifier and a scripted engine."""
-    from indexes import load_retriever
+    from typed_rag.retrieval import open_retriever
     from typed_rag.system import TypedRAG
 
     engine = FakeEngine(scripted_responder(answer=_answer_from_prompt))
     return TypedRAG(
-        settings, engine, retriever=load_retriever(settings), classifier=KeywordClassifier()
+        settings, engine, retriever=open_retriever(settings), classifier=KeywordClassifier()
     )
 
 

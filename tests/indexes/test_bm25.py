@@ -11,13 +11,14 @@ import bm25s
 import numpy as np
 import pytest
 
-from indexes import BM25Index, build_index, load_retriever
-from indexes.analyzer import Analyzer, bm25s_tokenizer
-from indexes.bm25 import numba_available
-from indexes.store import PassageStore
+from indexes import build_index
 from tests.conftest import TINY_PASSAGES, write_tsv
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
+from typed_rag.retrieval import BM25Index, open_retriever
+from typed_rag.retrieval.analyzer import Analyzer, bm25s_tokenizer
+from typed_rag.retrieval.bm25 import numba_available
+from typed_rag.retrieval.store import PassageStore
 
 AUTUMN = "why do leaves change color in autumn"
 
@@ -37,7 +38,7 @@ def _flat(settings: Settings) -> dict[str, str]:
 
 
 def test_build_load_search_tiny(settings: Settings, index_dir: Path) -> None:
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     (hits,) = index.search([AUTUMN], 5)
     assert hits[0].id == "p1"
     assert hits[0].title == "Autumn leaf color"
@@ -46,7 +47,7 @@ def test_build_load_search_tiny(settings: Settings, index_dir: Path) -> None:
 
 
 def test_batched_search_matches_single_queries(settings: Settings, index_dir: Path) -> None:
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     queries = [AUTUMN, "how to bake sourdough bread", "sleep deprivation memory", "coffee vs tea"]
     batched = index.search(queries, 3)
     assert [hits[0].id for hits in batched] == ["p1", "p7", "p13", "p6"]
@@ -58,7 +59,7 @@ def test_batched_search_matches_single_queries(settings: Settings, index_dir: Pa
 
 
 def test_unknown_or_empty_query_returns_nothing(settings: Settings, index_dir: Path) -> None:
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     assert index.search(["qwertyuiop zxcvb", "", "the of and"], 5) == [[], [], []]
     assert index.search([], 5) == []
     with pytest.raises(TypeError):
@@ -66,14 +67,14 @@ def test_unknown_or_empty_query_returns_nothing(settings: Settings, index_dir: P
 
 
 def test_k_larger_than_corpus_and_k_zero(settings: Settings, index_dir: Path) -> None:
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     (hits,) = index.search(["programming language"], 100)
     assert {p.id for p in hits} == {"p3", "p4"}  # only passages that match at all
     assert index.search([AUTUMN], 0) == [[]]
 
 
 def test_index_is_memory_mapped(settings: Settings, index_dir: Path) -> None:
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     for name in ("data", "indices", "indptr"):
         assert isinstance(index.bm25.scores[name], np.memmap), name
     assert index.bm25.vocab_dict[""] == len(index.bm25.vocab_dict) - 1
@@ -84,7 +85,7 @@ def test_index_folder_loads_with_plain_bm25s(settings: Settings, index_dir: Path
     plain = bm25s.BM25.load(index_dir, mmap=True)
     ids = Analyzer(vocab=plain.vocab_dict, grow=False).ids([AUTUMN])
     docs, scores = plain.retrieve(ids, k=3, show_progress=False)
-    ours_docs, ours_scores = load_retriever(_numpy(settings)).search_docs([AUTUMN], 3)
+    ours_docs, ours_scores = open_retriever(_numpy(settings)).search_docs([AUTUMN], 3)
     assert docs.tolist() == ours_docs.tolist()
     np.testing.assert_allclose(scores, ours_scores)
 
@@ -100,7 +101,7 @@ def test_store_returns_each_passage(settings: Settings, index_dir: Path) -> None
 
 
 def test_store_round_trips_unicode_and_empty_title(tmp_path: Path) -> None:
-    from indexes.store import PassageStoreWriter
+    from typed_rag.retrieval.store import PassageStoreWriter
 
     rows = [
         ("α-1", "", "naïve café — ünïcödé"),
@@ -139,14 +140,14 @@ def test_if_missing_skips_up_to_date_and_rebuilds_stale(
     os.utime(tiny_corpus, ns=(1, 1))
     report = build_index(settings, if_missing=True, k1=1.2, show_progress=False)
     assert not report.skipped and report.passages == 17
-    assert load_retriever(_numpy(settings)).search(["zebra stripes"], 1)[0][0].id == "p17"
+    assert open_retriever(_numpy(settings)).search(["zebra stripes"], 1)[0][0].id == "p17"
     # no stale temp folders left next to the index
     assert sorted(p.name for p in index_dir.parent.iterdir()) == [index_dir.name]
 
 
 def test_missing_index_is_a_user_error(settings: Settings) -> None:
     with pytest.raises(UserError, match=r"no index at .*; run `typed-rag index build`"):
-        load_retriever(settings)
+        open_retriever(settings)
 
 
 def test_out_folder_that_is_not_an_index_is_refused(settings: Settings, tmp_path: Path) -> None:
@@ -282,20 +283,20 @@ def test_stems_then_ids_equals_ids() -> None:
 
 
 def test_hashed_vocab_matches_json_vocab(settings: Settings, index_dir: Path) -> None:
-    from indexes.vocab import HashedVocab
+    from typed_rag.retrieval.vocab import HashedVocab
 
     vocab = json.loads((index_dir / "vocab.index.json").read_text())
     hashed = HashedVocab(index_dir)
     assert len(hashed) == len(vocab)
     assert all(hashed[term] == tid for term, tid in vocab.items())
     assert hashed.get("notaterm") is None and "notaterm" not in hashed and "" in hashed
-    index = load_retriever(_numpy(settings))
+    index = open_retriever(_numpy(settings))
     assert isinstance(index.bm25.vocab_dict, HashedVocab)
     expected = [[(p.id, p.score) for p in hits] for hits in index.search([AUTUMN, "bread"], 3)]
     # an index without the hash files (e.g. a hash collision at build) loads the JSON
     for name in ("vocab.hashes.npy", "vocab.ids.npy"):
         (index_dir / name).unlink()
-    fallback = load_retriever(_numpy(settings))
+    fallback = open_retriever(_numpy(settings))
     assert isinstance(fallback.bm25.vocab_dict, dict)
     got = [[(p.id, p.score) for p in hits] for hits in fallback.search([AUTUMN, "bread"], 3)]
     assert got == expected

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexes.build import resolve_corpus
-from indexes.corpus import CorpusReader, read_corpus
+from indexes.corpus import CorpusReader, read_corpus, resolve_corpus
 from indexes.seen_ids import SeenIds, id_key
 from tests.conftest import TINY_PASSAGES
 from tests.indexes.conftest import write_lines

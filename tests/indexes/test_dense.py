@@ -12,22 +12,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexes import build_index, load_retriever
-from indexes.dense import (
-    EMBEDDINGS_FILE,
-    FAST_QUERIES,
-    DenseIndex,
-    build_dense,
-    dense_folder,
-    encode,
-    top_k_inner_product,
-)
-from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
-from indexes.manifest import read_manifest
+from indexes import build_index
+from indexes.dense import build_dense
 from tests.conftest import TINY_PASSAGES
 from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
+from typed_rag.encoder import encode
 from typed_rag.errors import UserError
+from typed_rag.retrieval import open_retriever
+from typed_rag.retrieval.dense import (
+    EMBEDDINGS_FILE,
+    FAST_QUERIES,
+    DenseIndex,
+    dense_folder,
+    top_k_inner_product,
+)
+from typed_rag.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
+from typed_rag.retrieval.manifest import read_manifest
 
 # No word in common with p1 ("Leaves change color in autumn because chlorophyll ...").
 PARAPHRASE = "why does foliage turn orange and red when the weather cools"
@@ -92,8 +93,8 @@ def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
 
 
 def test_dense_finds_a_paraphrase_that_bm25_misses(built: Settings) -> None:
-    bm25 = load_retriever(built)
-    dense = load_retriever(built.model_copy(update={"retrieval": _kind(built, "dense")}))
+    bm25 = open_retriever(built)
+    dense = open_retriever(built.model_copy(update={"retrieval": _kind(built, "dense")}))
     assert isinstance(dense, DenseIndex)
     lexical = [p.id for p in bm25.search([PARAPHRASE], 16)[0]]
     assert AUTUMN not in lexical  # no shared word: BM25 cannot score it
@@ -117,7 +118,7 @@ def test_scores_are_cosines_of_the_model_embeddings(built: Settings) -> None:
 
 
 def test_hybrid_keeps_passages_only_one_retriever_found(built: Settings) -> None:
-    hybrid = load_retriever(built.model_copy(update={"retrieval": _kind(built, "hybrid")}))
+    hybrid = open_retriever(built.model_copy(update={"retrieval": _kind(built, "hybrid")}))
     assert isinstance(hybrid, HybridRetriever)
     query = PARAPHRASE + " python"  # lexical hit: p3 (Python); semantic hit: p1
     bm25_ids = [p.id for p in hybrid.bm25.search([query], 16)[0]]
@@ -182,7 +183,7 @@ def test_missing_dense_index_is_a_user_error_naming_folder_and_command(fresh: Se
     for kind in ("dense", "hybrid"):
         s = fresh.model_copy(update={"retrieval": _kind(fresh, kind)})
         with pytest.raises(UserError) as exc:
-            load_retriever(s)
+            open_retriever(s)
         msg = str(exc.value)
         assert str(dense_folder(fresh.index_dir)) in msg
         assert "typed-rag index build --dense" in msg

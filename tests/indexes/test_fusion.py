@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
 from typed_rag.retrieval import Passage
+from typed_rag.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
 
 
 def test_rrf_scores_are_hand_computed() -> None:

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from indexes import BM25Index, build_index
-from indexes.analyzer import analyze
+from indexes import build_index
 from tests.conftest import TINY_PASSAGES, write_tsv
 from typed_rag.config import load_settings
+from typed_rag.retrieval import BM25Index
+from typed_rag.retrieval.analyzer import analyze
 
 K1, B = 1.2, 0.75
 

@@ -11,18 +11,15 @@ import pytest
 
 from indexes import build_index
 from indexes.answer_recall import HitFinder, ground_truth, normalize, recall_at
-from indexes.bm25 import BM25Index
 from indexes.evaluate import Spec, settings_spec
-from indexes.loader import load_retriever, with_reranking
-from indexes.prf import RM3Retriever, top_k, weighted_scores
 from tests.eval.conftest import make_record, write_subset
 from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
-from typed_rag.rerank.base import Reranker
 from typed_rag.rerank.biencoder import BiEncoderReranker
-from typed_rag.rerank.retriever import RerankedRetriever
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, open_retriever, with_reranking
+from typed_rag.retrieval.bm25 import BM25Index
+from typed_rag.retrieval.prf import RM3Retriever, top_k, weighted_scores
 
 
 def _with(settings: Settings, **extra: object) -> Settings:
@@ -38,7 +35,7 @@ def _with(settings: Settings, **extra: object) -> Settings:
 @pytest.fixture
 def index(settings: Settings) -> BM25Index:
     build_index(settings, show_progress=False)
-    bm25 = load_retriever(_with(settings))
+    bm25 = open_retriever(_with(settings))
     assert isinstance(bm25, BM25Index)
     return bm25
 
@@ -107,8 +104,8 @@ def test_rm3_bad_parameters() -> None:
         RM3Retriever(None, fb_docs=0)  # type: ignore[arg-type]
 
 
-def test_load_retriever_applies_rm3(settings: Settings, index: BM25Index) -> None:
-    r = load_retriever(_with(settings, **{"retrieval.expansion": "rm3"}))
+def test_open_retriever_applies_rm3(settings: Settings, index: BM25Index) -> None:
+    r = open_retriever(_with(settings, **{"retrieval.expansion": "rm3"}))
     assert isinstance(r, RM3Retriever)
 
 
@@ -270,7 +267,7 @@ def test_index_eval_command(
 
 
 def test_rescore_title_and_article(index: BM25Index) -> None:
-    from indexes.rescore import RescoredRetriever
+    from typed_rag.retrieval.rescore import RescoredRetriever
 
     query = "programming language"
     plain = [p.id for p in index.search([query], 5)[0]]

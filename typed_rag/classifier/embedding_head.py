@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from typed_rag.classifier.base import TypeClassifier
-from typed_rag.classifier.embedder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
 from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits
 from typed_rag.config import Settings
+from typed_rag.encoder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS
 

@@ -22,7 +22,6 @@ import numpy as np
 
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.data import LabelledQuestions, read_nfcats_csv, split_path
-from typed_rag.classifier.embedder import embed_questions, load_sentence_model
 from typed_rag.classifier.embedding_head import (
     METRICS_NAME,
     HeadMeta,
@@ -50,6 +49,7 @@ from typed_rag.classifier.head import (
 from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits, train_linear
 from typed_rag.classifier.metrics import Report, classification_report, confidence_table
 from typed_rag.config import Settings
+from typed_rag.encoder import embed_questions, load_sentence_model
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,8 @@ from typed_rag.engines.base import ChatRequest, ChatResult, Engine
 from typed_rag.json_reply import PlanError
 from typed_rag.messages import Messages
 from typed_rag.progress import Kind, Progress, ProgressSink
-from typed_rag.rerank.base import Reranker
 from typed_rag.result import CitedPassage, LLMCall, Result
-from typed_rag.retrieval import Passage, Retriever
+from typed_rag.retrieval import Passage, Reranker, Retriever
 
 log = logging.getLogger(__name__)
 

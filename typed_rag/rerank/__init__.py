@@ -15,7 +15,9 @@ import logging
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.rerank.base import Reranker
+from typed_rag.rerank.bge import BGEReranker
+from typed_rag.rerank.biencoder import BiEncoderReranker
+from typed_rag.retrieval.base import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +28,13 @@ def build_reranker(settings: Settings) -> Reranker | None:
     if kind == "none":
         return None
     if kind == "bge":
-        from typed_rag.rerank.bge import BGEReranker
-
         return BGEReranker.from_settings(settings)
     if kind == "auto" and settings.reranker.bge_model:
-        from typed_rag.rerank.bge import BGEReranker
-
         try:
             return BGEReranker.from_settings(settings)
         except UserError as exc:
             log.warning("BGE reranker unavailable, using the bi-encoder instead: %s", exc)
-    from typed_rag.rerank.biencoder import BiEncoderReranker
-
     return BiEncoderReranker.from_settings(settings)
 
 
-__all__ = ["Reranker", "build_reranker"]
+__all__ = ["BGEReranker", "BiEncoderReranker", "Reranker", "build_reranker"]

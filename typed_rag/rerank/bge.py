@@ -16,9 +16,8 @@ from typing import Any
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.rerank.base import Reranker
-from typed_rag.rerank.text import passage_text
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval.base import Passage, Reranker
+from typed_rag.retrieval.text import passage_text
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from typed_rag.config import Settings
-from typed_rag.rerank.base import Reranker
-from typed_rag.rerank.text import passage_text
-from typed_rag.retrieval import Passage
+from typed_rag.encoder import load_sentence_model
+from typed_rag.retrieval.base import Passage, Reranker
+from typed_rag.retrieval.text import passage_text
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -41,8 +41,6 @@ class BiEncoderReranker(Reranker):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BiEncoderReranker:
-        from typed_rag.classifier.embedder import load_sentence_model
-
         r = settings.reranker
         model = load_sentence_model(settings, r.biencoder_model, r.device or "cpu")
         return cls(model, batch_size=r.batch_size, cache_size=r.cache_size)

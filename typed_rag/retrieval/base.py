@@ -1,15 +1,40 @@
-"""The reranker interface: score (query, passage) pairs and reorder passages."""
+"""The interfaces of the retrieval layer: passages, retrievers and rerankers.
+
+Pipelines only need ``search(queries, k)`` returning passages with text and title, and a
+reranker's ``score``; the implementations live beside this module (BM25, dense, fusion)
+and in :mod:`typed_rag.rerank` (the reranker models).
+"""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from typed_rag.retrieval import Passage
+
+@dataclass
+class Passage:
+    """One retrieved passage. ``score`` is the retriever's; ``rerank_score`` the reranker's."""
+
+    id: str
+    title: str
+    text: str
+    score: float = 0.0
+    rerank_score: float | None = None
+
+
+class Retriever(Protocol):
+    """Anything that maps a batch of queries to ranked passages."""
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        """Top-``k`` passages for each query, best first."""
+        ...
 
 
 class Reranker(abc.ABC):
+    """Scores (query, passage) pairs and reorders passages by that score."""
+
     name: str = "reranker"
 
     @abc.abstractmethod

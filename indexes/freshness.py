@@ -1,4 +1,4 @@
-"""``manifest.json`` of an index folder: what it was built from and with which settings.
+"""Is an index folder up to date with its corpus and build settings?
 
 ``index build --if-missing`` compares the manifest with the current corpus (size, mtime
 and a hash of its first and last MiB), the BM25 parameters, the analyzer and the row
@@ -8,22 +8,11 @@ limit; only when all match is the existing index reused.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any
 
-MANIFEST_FILE = "manifest.json"
-FORMAT_VERSION = 1
-INDEX_FILES = (
-    "data.csc.index.npy",
-    "indices.csc.index.npy",
-    "indptr.csc.index.npy",
-    "vocab.index.json",
-    "params.index.json",
-    "passages.bin",
-    "passages.offsets",
-)
+from typed_rag.retrieval.manifest import FORMAT_VERSION, INDEX_FILES, read_manifest
+
 _SAMPLE = 1 << 20
 
 
@@ -43,20 +32,6 @@ def corpus_fingerprint(path: Path, source: str | None = None) -> dict[str, Any]:
         "mtime_ns": st.st_mtime_ns,
         "sample_blake2b": h.hexdigest(),
     }
-
-
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest, or None if the folder holds no (readable) index manifest."""
-    try:
-        return json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    tmp = folder / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST_FILE)
 
 
 def stale_reason(

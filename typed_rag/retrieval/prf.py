@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexes.bm25 import BM25Index
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval.base import Passage
+from typed_rag.retrieval.bm25 import BM25Index
 
 
 def weighted_scores(index: BM25Index, weights: dict[int, float]) -> np.ndarray:

@@ -10,16 +10,21 @@ not seen before, which makes index builds about 3x faster.
 The config is written into the index manifest and the query side rebuilds its analyzer
 from the manifest, never from the current settings, so a query is always analysed
 exactly like the passages it is scored against.
+
+bm25s pulls in scipy and numba (seconds to import), so it is imported when an analyzer
+is made, not when this module is.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import Stemmer
-from bm25s.tokenization import Tokenizer, _infer_stopwords
+
+if TYPE_CHECKING:
+    from bm25s.tokenization import Tokenizer
 
 DEFAULT_ANALYZER: dict[str, Any] = {
     "lower": True,
@@ -43,6 +48,8 @@ class Analyzer:
         grow: bool = True,
     ) -> None:
         """``vocab`` may be any mapping with ``get`` (e.g. a HashedVocab) when not growing."""
+        from bm25s.tokenization import _infer_stopwords
+
         self.config = {**DEFAULT_ANALYZER, **(config or {})}
         cfg = self.config
         pattern = cfg["pattern"]
@@ -145,6 +152,8 @@ class Analyzer:
 
 def bm25s_tokenizer(config: dict[str, Any] | None = None) -> Tokenizer:
     """The bm25s Tokenizer with the same config: the reference :class:`Analyzer` matches."""
+    from bm25s.tokenization import Tokenizer
+
     cfg = {**DEFAULT_ANALYZER, **(config or {})}
     return Tokenizer(
         lower=cfg["lower"],

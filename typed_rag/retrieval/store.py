@@ -18,7 +18,7 @@ from typing import BinaryIO
 import numpy as np
 
 from typed_rag.errors import UserError
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval.base import Passage
 
 TEXT_FILE = "passages.bin"
 OFFSETS_FILE = "passages.offsets"

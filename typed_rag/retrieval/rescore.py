@@ -19,8 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from indexes.bm25 import BM25Index
-from typed_rag.retrieval import Passage, Retriever
+from typed_rag.retrieval.base import Passage, Retriever
+from typed_rag.retrieval.bm25 import BM25Index
 
 
 class RescoredRetriever:

@@ -12,6 +12,8 @@ queries are scored in one batched call (``Reranker.score_many``). Two orders:
 ``floor``: passages whose reranker score is below it are not returned, so a query can
 come back with fewer than ``k`` passages, or none (pipelines then answer that query
 without passages and record it in the trace).
+
+:func:`with_reranking` wraps a retriever as the settings ask (``retrieval.rerank_depth``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from typed_rag.rerank.base import Reranker
-from typed_rag.retrieval import Passage, Retriever
+from typed_rag.config import Settings
+from typed_rag.retrieval.base import Passage, Reranker, Retriever
 
 Order = Literal["rerank", "rrf"]
 
@@ -81,3 +83,15 @@ class RerankedRetriever:
         close = getattr(self.base, "close", None)
         if close is not None:
             close()
+
+
+def with_reranking(
+    settings: Settings, retriever: Retriever, reranker: Reranker | None
+) -> Retriever:
+    """``retriever`` with every query reranked, when ``retrieval.rerank_depth`` asks for it."""
+    r = settings.retrieval
+    if r.rerank_depth <= 0 or reranker is None:
+        return retriever
+    return RerankedRetriever(
+        retriever, reranker, r.rerank_depth, r.rerank_order, r.rrf_k, r.rerank_floor
+    )

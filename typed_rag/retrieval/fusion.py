@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from typed_rag.retrieval import Passage, Retriever
+from typed_rag.retrieval.base import Passage, Retriever
 
 
 def reciprocal_rank_fusion(

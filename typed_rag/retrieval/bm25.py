@@ -14,6 +14,10 @@ the query's terms, then top-k selection. Two backends (``retrieval.backend``):
 ``auto`` picks numba when it is installed. Queries are analysed with the analyzer
 recorded in the index manifest. Passages whose score is 0 (no query term matched) are
 not returned, so a search can return fewer than ``k`` passages.
+
+:class:`BM25Index` takes its folder and options explicitly; ``BM25Index.from_settings``
+reads them from ``retrieval.*``. bm25s pulls in scipy and numba (seconds to import), so
+it is imported when an index is opened, not when this module is.
 """
 
 from __future__ import annotations
@@ -25,17 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-import bm25s
 import numpy as np
-from bm25s.utils import json_functions
 
-import indexes.manifest as mf
-from indexes.analyzer import Analyzer
-from indexes.store import PassageStore
-from indexes.vocab import HashedVocab, has_hashed_vocab
+import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.retrieval import Passage
+from typed_rag.retrieval.analyzer import Analyzer
+from typed_rag.retrieval.base import Passage
+from typed_rag.retrieval.store import PassageStore
+from typed_rag.retrieval.vocab import HashedVocab, has_hashed_vocab
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def numba_kernel() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
 
 
 class BM25Index:
-    """Batched BM25 search over an index folder written by :func:`indexes.build_index`."""
+    """Batched BM25 search over an index folder written by ``indexes.build_index``."""
 
     def __init__(
         self,
@@ -81,6 +83,9 @@ class BM25Index:
         backend: Backend = "auto",
         n_threads: int = 1,
     ) -> None:
+        import bm25s
+        from bm25s.utils import json_functions
+
         folder = Path(folder)
         manifest = mf.read_manifest(folder)
         if manifest is None:
@@ -105,7 +110,7 @@ class BM25Index:
         self.backend = backend
         self.n_threads = max(1, int(n_threads))
         # The vocabulary is shared by the scorer and the query analyzer: memory-mapped
-        # hashes when the build wrote them (see indexes.vocab), else bm25s's JSON dict.
+        # hashes when the build wrote them (see typed_rag.retrieval.vocab), else bm25s's JSON dict.
         # bm25s would also build a set of all term ids; ids are 0..V-1, so a range does.
         vocab: dict[str, int] | HashedVocab
         if has_hashed_vocab(folder):
@@ -128,6 +133,26 @@ class BM25Index:
             )
         self._analyzer = Analyzer(manifest.get("analyzer"), vocab, grow=False)
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, folder: str | Path | None = None) -> BM25Index:
+        """The BM25 index at ``settings.index_dir`` (or ``folder``), memory-mapped per settings."""
+        folder = Path(folder) if folder is not None else settings.index_dir
+        r = settings.retrieval
+        index = cls(folder, mmap=r.mmap, backend=r.backend, n_threads=r.n_threads)
+        built = index.params
+        wanted = {"k1": float(r.k1), "b": float(r.b), "method": r.method}
+        differs = {
+            key: (built.get(key), value) for key, value in wanted.items() if built.get(key) != value
+        }
+        if differs:  # the index's parameters are the ones in effect (scores are precomputed)
+            log.info(
+                "index at %s was built with %s; settings ask for %s (rebuild to apply them)",
+                folder,
+                {k: v[0] for k, v in differs.items()},
+                {k: v[1] for k, v in differs.items()},
+            )
+        return index
 
     @property
     def num_docs(self) -> int:
@@ -207,23 +232,3 @@ class BM25Index:
 
     def close(self) -> None:
         self.store.close()
-
-
-def load_retriever(settings: Settings, folder: str | Path | None = None) -> BM25Index:
-    """The BM25 index at ``settings.index_dir`` (or ``folder``), memory-mapped per settings."""
-    folder = Path(folder) if folder is not None else settings.index_dir
-    r = settings.retrieval
-    index = BM25Index(folder, mmap=r.mmap, backend=r.backend, n_threads=r.n_threads)
-    built = index.params
-    wanted = {"k1": float(r.k1), "b": float(r.b), "method": r.method}
-    differs = {
-        key: (built.get(key), value) for key, value in wanted.items() if built.get(key) != value
-    }
-    if differs:  # the index's parameters are the ones in effect (scores are precomputed)
-        log.info(
-            "index at %s was built with %s; settings ask for %s (rebuild to apply them)",
-            folder,
-            {k: v[0] for k, v in differs.items()},
-            {k: v[1] for k, v in differs.items()},
-        )
-    return index

@@ -1,0 +1,120 @@
+"""The sentence encoder shared by the classifier head, the bi-encoder reranker and the
+dense index: loading a sentence-transformers model and embedding texts with it.
+
+Models are named as in the model registry (``all-MiniLM-L6-v2``) or given as
+a local sentence-transformers folder; :func:`ensure_model` fetches and checks
+registry models, so nothing here touches the network on its own. torch and
+sentence-transformers are optional (the ``cpu``/``gpu`` extras), so they are imported
+inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.models import ensure_model
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+_SAMPLE = 1 << 20
+
+
+def load_sentence_model(settings: Settings, name: str, device: str = "cpu") -> SentenceTransformer:
+    """A sentence-transformers model from a registry name or a local folder."""
+    from sentence_transformers import SentenceTransformer
+
+    path = ensure_model(settings, name)
+    if not path.is_dir():
+        raise UserError(f"{path}: expected a sentence-transformers folder for embedder {name!r}")
+    try:
+        model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot load a sentence-transformers model: {exc}") from exc
+    log.debug("loaded sentence model %s from %s on %s", name, path, device)
+    return model
+
+
+def embedding_dim(model: SentenceTransformer) -> int:
+    """The model's output width (the method was renamed in sentence-transformers 6)."""
+    getter = (
+        getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    )
+    return int(getter() or 0)
+
+
+def embed_questions(
+    model: SentenceTransformer,
+    questions: Sequence[str],
+    batch_size: int = 64,
+    progress: bool = False,
+) -> np.ndarray:
+    """Float32 embeddings of lower-cased questions (the nf-cats data was used lower-cased).
+
+    Returns an array of shape ``(len(questions), dim)``; the model's own
+    modules decide normalisation, so training and inference agree.
+    """
+    if not questions:
+        dim = embedding_dim(model)
+        return np.zeros((0, dim), dtype=np.float32)
+    texts = [q.lower() for q in questions]
+    out = model.encode(
+        texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=progress
+    )
+    return np.asarray(out, dtype=np.float32)
+
+
+def encode(model: SentenceTransformer, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    """Float32, L2-normalised embeddings (normalised in float32, whatever the compute dtype)."""
+    import torch
+
+    if not texts:
+        return np.zeros((0, embedding_dim(model)), np.float32)
+    with torch.inference_mode():
+        out = model.encode(
+            list(texts), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False
+        )
+    emb = out.float().cpu().numpy()
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    np.maximum(norms, 1e-12, out=norms)
+    return emb / norms
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (else torch emulates it, slowly)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[-1].split())
+            return bool(flags & {"avx512_bf16", "amx_bf16"})
+    return False
+
+
+def model_fingerprint(folder: Path) -> str:
+    """Identify a model folder cheaply: each file's name, size and first and last MiB."""
+    h = hashlib.blake2b(digest_size=16)
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in files:
+        if path.name.startswith(".") or path.suffix == ".md":
+            continue
+        size = path.stat().st_size
+        h.update(f"{path.relative_to(folder) if path != folder else path.name}:{size}".encode())
+        with path.open("rb") as f:
+            h.update(f.read(_SAMPLE))
+            if size > 2 * _SAMPLE:
+                f.seek(size - _SAMPLE)
+                h.update(f.read(_SAMPLE))
+    return h.hexdigest()
