@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval.coverage import extract_json
 from eval.resample import Judge, Outcome, Parsed, generate_until_parsed
 from eval.subcoverage.prompts import MAX_SUB_QUESTIONS, classify_messages, list_messages
+from typed_rag.json_reply import extract_json
 
 KINDS: tuple[str, ...] = ("core", "background", "follow_up")
 
