@@ -47,7 +47,8 @@ class PlannerTrainConfig:
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
-    max_steps: int = -1  # > 0 caps each stage (tests)
+    max_steps: int = -1  # > 0 caps the SFT stage (tests)
+    dpo_max_steps: int = -1  # > 0 caps the DPO stage
     seed: int = 42
     dpo: bool = True
 
@@ -104,16 +105,18 @@ def _lora(cfg: PlannerTrainConfig) -> Any:
     )
 
 
-def _common(cfg: PlannerTrainConfig, out: Path, epochs: float, lr: float) -> dict[str, Any]:
+def _common(
+    cfg: PlannerTrainConfig, out: Path, epochs: float, lr: float, max_steps: int
+) -> dict[str, Any]:
     import torch
 
     return {
         "output_dir": str(out),
         "num_train_epochs": epochs,
-        "max_steps": cfg.max_steps,
+        "max_steps": max_steps,
         "learning_rate": lr,
         "lr_scheduler_type": "cosine",
-        "warmup_ratio": 0.1,
+        "warmup_steps": 0.1,  # a float below 1 is a ratio of the steps (transformers 5)
         "per_device_train_batch_size": cfg.batch_size,
         "gradient_accumulation_steps": cfg.grad_accum,
         "max_length": cfg.max_length,
@@ -165,7 +168,7 @@ def train_planner(
     model = AutoModelForCausalLM.from_pretrained(str(base_model_path))
     trainer = SFTTrainer(
         model=model,
-        args=SFTConfig(**_common(cfg, out / "sft-run", cfg.sft_epochs, cfg.sft_lr)),
+        args=SFTConfig(**_common(cfg, out / "sft-run", cfg.sft_epochs, cfg.sft_lr, cfg.max_steps)),
         train_dataset=Dataset.from_list(sft),
         processing_class=tokenizer,
         peft_config=_lora(cfg),
@@ -182,7 +185,8 @@ def train_planner(
         dpo = DPOTrainer(
             model=model,
             args=DPOConfig(
-                beta=cfg.beta, **_common(cfg, out / "dpo-run", cfg.dpo_epochs, cfg.dpo_lr)
+                beta=cfg.beta,
+                **_common(cfg, out / "dpo-run", cfg.dpo_epochs, cfg.dpo_lr, cfg.dpo_max_steps),
             ),
             train_dataset=Dataset.from_list(pairs),
             processing_class=tokenizer,
