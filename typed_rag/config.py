@@ -213,6 +213,11 @@ class ConstraintSettings(BaseModel):
     """
 
     mode: Literal["off", "cue", "always"] = "off"
+    # QTREE outline-guided answering of a question with detected constraints
+    # (typed_rag.qtree.answering); planner: "prompt" (the engine's model) or a
+    # trained QPlanner folder.
+    outline: bool = False
+    planner: str = "prompt"
 
 
 class AugmentSettings(BaseModel):

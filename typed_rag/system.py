@@ -351,7 +351,10 @@ class TypedRAG:
         if mode != "llm" and self.retriever is None:
             ctx.fallback(f"{mode}: no retriever configured -> answered without passages")
         try:
-            final = await pipeline_for(mode, routing.type, self.settings.augment.types)(ctx)
+            prepare = pipeline_for(mode, routing.type, self.settings.augment.types)
+            if ctx.constraints is not None and self.settings.constraints.outline:
+                from typed_rag.qtree.answering import prepare_outline_guided as prepare
+            final = await prepare(ctx)
         except UserError:
             raise
         except Exception:
