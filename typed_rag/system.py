@@ -37,6 +37,7 @@ from typed_rag.errors import UserError
 from typed_rag.finishing import finish
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
 from typed_rag.progress import Progress, ProgressSink
+from typed_rag.qtree.answering import prepare_outline_guided
 from typed_rag.result import Result
 from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_reranking
 from typed_rag.routing import (
@@ -353,7 +354,7 @@ class TypedRAG:
         try:
             prepare = pipeline_for(mode, routing.type, self.settings.augment.types)
             if ctx.constraints is not None and self.settings.constraints.outline:
-                from typed_rag.qtree.answering import prepare_outline_guided as prepare
+                prepare = prepare_outline_guided
             final = await prepare(ctx)
         except UserError:
             raise

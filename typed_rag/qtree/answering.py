@@ -16,14 +16,14 @@ plain RAG, recorded in the trace.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
+from typed_rag.messages import format_passages
+from typed_rag.pipelines.base import Context, Final
+from typed_rag.pipelines.plain import prepare_rag, union_by_id
 from typed_rag.qtree.planner import load_planner, parse_planner_output
 from typed_rag.qtree.prompts import outline_answer_prompt, planner_messages
 from typed_rag.qtree.tree import TreeError
-
-if TYPE_CHECKING:
-    from typed_rag.pipelines.base import Context, Final
 
 OUTLINE_TOKENS = 2048  # a tree of 39 short questions and the outline
 
@@ -40,8 +40,6 @@ def conditioned_text(ctx: Context) -> str:
 
 async def plan_outline(ctx: Context, conditioned: str) -> list[str] | None:
     """The outline's sub-queries from ``constraints.planner``; None when it has none."""
-    from dataclasses import replace
-
     spec = ctx.settings.constraints.planner
     try:
         if spec == "prompt":
@@ -59,10 +57,6 @@ async def plan_outline(ctx: Context, conditioned: str) -> list[str] | None:
 
 async def prepare_outline_guided(ctx: Context) -> Final:
     """Plan the outline, retrieve per sub-query, and ask for an answer that follows it."""
-    from typed_rag.pipelines.base import Final
-    from typed_rag.pipelines.plain import prepare_rag, union_by_id
-    from typed_rag.prompts import format_passages
-
     conditioned = conditioned_text(ctx)
     queries = await plan_outline(ctx, conditioned)
     if not queries:
