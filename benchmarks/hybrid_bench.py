@@ -393,8 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexes.build import build_index
     from indexes.dense import DenseIndex, build_dense, compute_dtype
     from indexes.fusion import HybridRetriever
-    from typed_rag.cli import parse_overrides
-    from typed_rag.config import load_settings
+    from typed_rag.config import load_settings, parse_overrides
 
     overrides: dict[str, Any] = parse_overrides(args.set)
     if args.dtype:

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.runner import METHODS, parse_methods
-from typed_rag.cli import parse_overrides
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.errors import UserError
 from typed_rag.result import Result
 from typed_rag.system import TypedRAG

@@ -43,9 +43,10 @@ from eval.linkage import (
 from eval.manifest import scorer_name
 from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
-from typed_rag.config import METHOD_PROFILES, Settings
+from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
+from typed_rag.method_settings import METHOD_PROFILES
 
 log = logging.getLogger(__name__)
 

@@ -166,7 +166,7 @@ def test_train_if_missing_for_finetuned_kind(
     tmp_path: Path, trained, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import typed_rag.classifier.training as training
-    from typed_rag.cli import main
+    from cli.main import main
 
     (res, _, enc_config), _ = trained
     home = tmp_path / "home"

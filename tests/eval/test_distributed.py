@@ -278,7 +278,7 @@ async def test_ray_run_isolates_failures_like_a_local_run(
 
 
 def _cli(settings: Settings, out: Path, labels_file: Path, *extra: str) -> int:
-    from typed_rag.cli import main
+    from cli.main import main
 
     sets = {
         "home": settings.home,

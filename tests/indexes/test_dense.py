@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli.main import main
 from indexes import build_index, load_retriever
 from indexes.dense import (
     EMBEDDINGS_FILE,
@@ -25,7 +26,6 @@ from indexes.dense import (
 from indexes.fusion import HybridRetriever, reciprocal_rank_fusion
 from indexes.manifest import read_manifest
 from tests.conftest import TINY_PASSAGES
-from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
 

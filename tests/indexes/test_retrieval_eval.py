@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli.main import main
 from indexes import build_index
 from indexes.answer_recall import HitFinder, ground_truth, normalize, recall_at
 from indexes.bm25 import BM25Index
@@ -16,7 +17,6 @@ from indexes.evaluate import Spec, settings_spec
 from indexes.loader import load_retriever, with_reranking
 from indexes.prf import RM3Retriever, top_k, weighted_scores
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
 from typed_rag.rerank.base import Reranker
