@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval.runner import METHODS, parse_methods
+from eval.methods import METHODS, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.errors import UserError
 from typed_rag.result import Result

@@ -25,7 +25,7 @@ from cli.eval_shared import (
 from eval import constraints
 from eval.labels import default_labels_path, load_labels
 from eval.manifest import scorer_name, write_manifest
-from eval.runner import EvalAborted
+from eval.resume import EvalAborted
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError

@@ -31,8 +31,9 @@ from eval.labels import (
     save_labels,
 )
 from eval.manifest import scorer_name, write_manifest
+from eval.methods import parse_methods
 from eval.report import write_report
-from eval.runner import RUN_LABELS, EvalRunner, parse_methods
+from eval.runner import RUN_LABELS, EvalRunner
 from eval.selection import select_questions
 from eval.wikinfqa import parse_subsets
 from typed_rag import engines, system

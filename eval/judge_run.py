@@ -21,7 +21,7 @@ from eval.judge_validity import Candidate, build_candidates, pick_questions, val
 from eval.judges import Judgement, ensemble, gated, judge, parse_protocol
 from eval.labels import QuestionLabel
 from eval.manifest import scorer_name
-from eval.runner import progress_bar
+from eval.resume import progress_bar
 from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings

@@ -26,6 +26,7 @@ from eval.gold import gold_aliases
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED, load_labels, type_counts
 from eval.linkage import EMPTY_CANDIDATE
 from eval.manifest import read_manifest
+from eval.methods import METHODS
 from eval.metrics import Estimate, estimate
 from eval.paired import (
     cites_shown_passage,
@@ -36,7 +37,7 @@ from eval.paired import (
     render_paired,
     row_scores,
 )
-from eval.runner import ANSWERS, COVERAGE, METHODS, RUN_LABELS, SCORES
+from eval.runner import ANSWERS, COVERAGE, RUN_LABELS, SCORES
 from eval.store import JsonlStore
 from eval.wikinfqa import SUBSET_TITLES, SUBSETS, load_wikinfqa
 from typed_rag.config import Settings
