@@ -258,7 +258,8 @@ def context_coverage(
 ) -> dict[str, Any]:
     """Decompose each question once (unless ``known`` has its core sub-questions), then
     judge each retriever's top-5 passages."""
-    from eval.coverage import CoverageJudge, answerability_messages, parse_answerability
+    from eval.coverage import CoverageJudge, answerability_messages
+    from eval.coverage_parse import parse_answerability
     from eval.resample import generate_until_parsed
     from typed_rag.engines.factory import build_engine
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from eval.labels import QuestionLabel, type_of
-from eval.linkage import LinkageItem, LinkageProbScorer, LinkageScorer, build_references
+from eval.linkage import LinkageItem, LinkageScorer, build_references
+from eval.linkage_prob import LinkageProbScorer
 from eval.methods import answerer_for, mode_of
 from eval.resume import error_row, run_key
 from eval.wikinfqa import WikiNFQARecord

@@ -30,7 +30,7 @@ from typing import Any
 
 from eval.batches import ChunkAnswers, answer_chunk, score_chunk
 from eval.labels import QuestionLabel
-from eval.linkage import build_scorer as build_linkage_scorer
+from eval.linkage_prob import build_scorer as build_linkage_scorer
 from eval.manifest import scorer_name
 from eval.ray_cluster import LOCAL, WorkerPlan, connect, plan_workers
 from eval.resume import EvalAborted, Lazy, PhaseCounts

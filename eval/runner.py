@@ -29,9 +29,10 @@ from typing import Any
 from tqdm import tqdm
 
 from eval.batches import Answerer, ChunkAnswers, answer_chunk, score_chunk
-from eval.coverage import CoverageItem, CoverageJudge, Decomposition
+from eval.coverage import CoverageItem, CoverageJudge
+from eval.coverage_parse import Decomposition
 from eval.labels import QuestionLabel, type_of
-from eval.linkage import build_scorer
+from eval.linkage_prob import build_scorer
 from eval.manifest import scorer_name
 from eval.resume import (
     PhaseCounts,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.constraints.topics import as_sentence, content_words, topics_overlap
-from eval.coverage import BAD_SHAPE, NO_JSON, extract_json
+from eval.coverage_parse import BAD_SHAPE, NO_JSON, extract_json
 from eval.labels import UNLABELLED, QuestionLabel, type_of
 from eval.resample import Parsed, generate_until_parsed
 from eval.wikinfqa import SUBSETS, WikiNFQARecord
