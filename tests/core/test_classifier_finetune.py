@@ -27,11 +27,11 @@ from typed_rag.classifier.finetune import (
     FineTuneConfig,
     FineTunedClassifier,
     FineTunedMeta,
-    fine_tune,
     load_artefact,
     read_meta,
     save_artefact,
 )
+from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError
