@@ -23,10 +23,11 @@ from serving import errors, openapi
 from serving.admission import Admission
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.protocol import MODES, ModelCard, ModelList
+from serving.responses import ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from typed_rag.config import Settings
+from typed_rag.pipelines import MODES
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from serving.admission import Admission, Slot
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
 from serving.prepare import Prepared, prepare
-from serving.protocol import (
+from serving.protocol import ChatCompletionRequest
+from serving.responses import (
     AssistantMessage,
     ChatCompletionChunk,
-    ChatCompletionRequest,
     ChatCompletionResponse,
     Choice,
     DeltaMessage,

@@ -15,9 +15,10 @@ from starlette.requests import ClientDisconnect
 from serving import errors
 from serving.bodies import check_output_schema, check_unicode, decode_json
 from serving.errors import APIError
-from serving.protocol import FIELD_POLICY, MODES, ChatCompletionRequest
+from serving.protocol import FIELD_POLICY, ChatCompletionRequest
 from typed_rag.config import ServerSettings
 from typed_rag.engines.base import ContextLengthError
+from typed_rag.pipelines import MODES
 
 
 def context_error(exc: ContextLengthError) -> APIError:

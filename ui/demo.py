@@ -19,6 +19,7 @@ import gradio as gr
 import openai
 from fastapi import FastAPI
 
+from typed_rag.pipelines import MODES
 from ui.render import (
     EMPTY_BADGE,
     EMPTY_PLAN,
@@ -31,8 +32,6 @@ from ui.render import (
 )
 
 log = logging.getLogger(__name__)
-
-MODES = ("typed-rag", "rag", "llm")
 
 CSS = """
 .tr-badge { color: white; padding: 4px 12px; border-radius: 999px; font-weight: 600;
