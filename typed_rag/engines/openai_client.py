@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
+import httpx
+
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
@@ -87,8 +89,7 @@ class OpenAIEngine(Engine):
 
     async def start(self) -> None:
         if self._client is None:
-            import httpx
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI  # heavy: openai
 
             self._client = AsyncOpenAI(
                 base_url=self.base_url,

@@ -17,8 +17,9 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from typed_rag.config import Settings
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
@@ -28,9 +29,6 @@ from typed_rag.engines.base import (
     each_or_cancel,
     gather_or_cancel,
 )
-
-if TYPE_CHECKING:
-    from typed_rag.config import Settings
 
 log = logging.getLogger(__name__)
 
