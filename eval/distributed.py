@@ -224,7 +224,7 @@ class DistributedEvalRunner(EvalRunner):
         """Connect and start the actors on first need (a finished run starts none)."""
         if self._actors:
             return self._actors
-        import ray
+        import ray  # heavy: ray
 
         self._started_ray = connect(self.address) or self._started_ray
         self.plan = plan_workers(
@@ -266,8 +266,8 @@ class DistributedEvalRunner(EvalRunner):
         first failure nothing new is sent, the tasks in flight are still
         collected (their work is stored), and then the failure is raised.
         """
-        import ray
-        from ray.exceptions import RayActorError, RayTaskError
+        import ray  # heavy: ray
+        from ray.exceptions import RayActorError, RayTaskError  # heavy: ray
 
         idle = deque(self._workers())
         queue = deque(tasks)
@@ -309,7 +309,7 @@ class DistributedEvalRunner(EvalRunner):
         """Close the actors' engines, end the actors, and Ray itself if this run started it."""
         if not self._actors and not self._started_ray:
             return
-        import ray
+        import ray  # heavy: ray
 
         try:
             if self._actors:

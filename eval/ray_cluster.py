@@ -67,7 +67,7 @@ def plan_workers(
 def connect(address: str) -> bool:
     """Join (or, for ``local``, start) a Ray cluster; True when this call started Ray."""
     try:
-        import ray
+        import ray  # heavy: ray
     except ImportError:
         raise UserError("--ray needs Ray: pip install 'typed-rag[ray]'") from None
     if ray.is_initialized():

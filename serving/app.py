@@ -159,7 +159,7 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
 def _mount_ui(app: FastAPI, settings: Settings) -> None:
     """Serve the Gradio demo at ``/ui``; it talks to this server's own OpenAI endpoint."""
     try:
-        from ui.demo import mount_demo
+        from ui.demo import mount_demo  # heavy: gradio
     except ImportError as exc:
         log.warning(
             "server.ui is on but gradio is missing (%s); /ui is disabled. "

@@ -115,7 +115,7 @@ def check_output_schema(schema: dict[str, Any] | None) -> None:
     if schema is None:
         return
     try:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
+        from llama_cpp.llama_grammar import json_schema_to_gbnf  # heavy: llama_cpp
     except ImportError:  # no llama.cpp here: the engine in use checks it
         return
     try:

@@ -30,7 +30,7 @@ from typed_rag.errors import UserError
 from typed_rag.types import LABELS
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # heavy: sentence_transformers
 
 log = logging.getLogger(__name__)
 

@@ -93,7 +93,7 @@ def artefact_path(settings: Settings) -> Path:
 
 
 def _encoder_from_config(config_dict: dict[str, Any]) -> tuple[nn.Module, int]:
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel  # heavy: transformers
 
     cfg = dict(config_dict)
     model_type = cfg.pop("model_type", None)
@@ -105,7 +105,7 @@ def _encoder_from_config(config_dict: dict[str, Any]) -> tuple[nn.Module, int]:
 
 def base_model(folder: Path, dropout: float) -> tuple[FineTunedModel, Any, dict[str, Any]]:
     """The pre-trained encoder in ``folder`` with a fresh head, its tokenizer and its config."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer  # heavy: transformers
 
     try:
         encoder = AutoModel.from_pretrained(str(folder), add_pooling_layer=False)
@@ -134,7 +134,7 @@ def read_meta(path: Path) -> FineTunedMeta:
 
 def load_artefact(path: Path) -> tuple[FineTunedModel, FineTunedMeta]:
     """Rebuild the fine-tuned model from one file; a missing or foreign file is a UserError."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # heavy: safetensors
 
     if not path.is_file():
         raise UserError(

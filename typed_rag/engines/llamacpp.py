@@ -199,7 +199,7 @@ class LlamaCppEngine(Engine):
 
     def _load(self) -> None:
         from llama_cpp import Llama  # heavy: llama_cpp
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy: llama_cpp
 
         start = time.perf_counter()
         llm = Llama(
@@ -234,7 +234,7 @@ class LlamaCppEngine(Engine):
         The stopping criterion only runs between sampled tokens; a long prompt
         is one llama_decode call per batch, which this callback interrupts.
         """
-        import llama_cpp
+        import llama_cpp  # heavy: llama_cpp
 
         def should_abort(_data: Any) -> bool:
             running = self._running
@@ -294,7 +294,7 @@ class LlamaCppEngine(Engine):
         )
 
     def _run(self, job: Job) -> ChatResult:
-        from llama_cpp import StoppingCriteriaList
+        from llama_cpp import StoppingCriteriaList  # heavy: llama_cpp
 
         llm, req = self._llm, job.request
         assert isinstance(req, ChatRequest)

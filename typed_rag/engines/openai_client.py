@@ -36,7 +36,7 @@ JsonMode = Literal["json_schema", "json_object"]
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed call may succeed if repeated: 429, 5xx, connection errors, timeouts."""
-    import openai
+    import openai  # heavy: openai
 
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
@@ -156,7 +156,7 @@ class OpenAIEngine(Engine):
                 await asyncio.sleep(delay)
 
     def _wrap(self, exc: Exception) -> Exception:
-        import openai
+        import openai  # heavy: openai
 
         if isinstance(exc, openai.APIStatusError):
             return EngineError(f"{self.base_url} answered HTTP {exc.status_code}: {exc.message}")
