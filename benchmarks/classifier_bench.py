@@ -34,7 +34,8 @@ import torch
 
 from typed_rag.classifier.crossval import cross_validate
 from typed_rag.classifier.data import read_nfcats_csv, split_path
-from typed_rag.classifier.finetune import FineTuneConfig, fine_tune, logits_of
+from typed_rag.classifier.finetune import FineTuneConfig, logits_of
+from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.head import (
     HeadConfig,
     expected_calibration_error,

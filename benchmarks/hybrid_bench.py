@@ -260,7 +260,8 @@ def context_coverage(
 ) -> dict[str, Any]:
     """Decompose each question once (unless ``known`` has its core sub-questions), then
     judge each retriever's top-5 passages."""
-    from eval.coverage import CoverageJudge, answerability_messages, parse_answerability
+    from eval.coverage import CoverageJudge, answerability_messages
+    from eval.coverage_parse import parse_answerability
     from eval.resample import generate_until_parsed
     from typed_rag.engines.factory import build_engine
 
@@ -393,8 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from eval.wikinfqa import load_wikinfqa
     from indexes.build import build_index
     from indexes.dense import build_dense
-    from typed_rag.cli import parse_overrides
-    from typed_rag.config import load_settings
+    from typed_rag.config import load_settings, parse_overrides
     from typed_rag.retrieval.bm25 import BM25Index
     from typed_rag.retrieval.dense import DenseIndex, compute_dtype
     from typed_rag.retrieval.fusion import HybridRetriever

@@ -33,8 +33,7 @@ from typing import Any
 
 from benchmarks.engine_bench import answer_request
 from benchmarks.pipeline_bench import QUESTIONS
-from typed_rag.cli import parse_overrides
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines import build_engine
 from typed_rag.engines.base import Engine
 from typed_rag.progress import Progress

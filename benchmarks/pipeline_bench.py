@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval.runner import METHODS, parse_methods
-from typed_rag.cli import parse_overrides
-from typed_rag.config import Settings, load_settings
+from eval.methods import METHODS, parse_methods
+from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.errors import UserError
 from typed_rag.result import Result
 from typed_rag.system import TypedRAG

@@ -25,113 +25,35 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval.batches import ChunkAnswers, answer_chunk, score_chunk
 from eval.labels import QuestionLabel
-from eval.linkage import build_scorer as build_linkage_scorer
+from eval.linkage_prob import build_scorer as build_linkage_scorer
 from eval.manifest import scorer_name
-from eval.runner import (
-    ChunkAnswers,
-    EvalAborted,
-    EvalRunner,
-    PhaseCounts,
-    RunStats,
-    _Lazy,
-    answer_chunk,
-    score_chunk,
-)
+from eval.ray_cluster import LOCAL, WorkerPlan, connect, plan_workers
+from eval.resume import EvalAborted, Lazy, PhaseCounts
+from eval.runner import EvalRunner, RunStats
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
+from typed_rag.engines import build_engine
 from typed_rag.errors import UserError
+from typed_rag.system import TypedRAG
 
 log = logging.getLogger(__name__)
-
-LOCAL = "local"  # --ray local: start a Ray instance inside this process
 
 Factory = Callable[[Settings], Any]
 
 
 def build_answerer(settings: Settings) -> Any:
     """The default generator of an actor: every component built from the settings."""
-    from typed_rag.system import TypedRAG
-
     return TypedRAG.from_settings(settings)
 
 
 def build_scorer(settings: Settings) -> Any:
     """The default scorer engine of an actor."""
-    from typed_rag.engines import build_engine
-
     return build_engine(settings)
-
-
-# ---------------------------------------------------------------------- placement
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """How many actors, and what each one reserves on the cluster."""
-
-    workers: int
-    num_cpus: float
-    num_gpus: float
-
-    def describe(self) -> str:
-        each = f"{self.num_gpus:g} GPU" if self.num_gpus else f"{self.num_cpus:g} CPU"
-        return f"{self.workers} Ray worker(s), {each} each"
-
-
-def plan_workers(
-    settings: Settings,
-    scorer_settings: Settings,
-    resources: Mapping[str, float],
-    requested: int | None = None,
-) -> WorkerPlan:
-    """Actors for the cluster's ``resources`` (``ray.cluster_resources()``)."""
-    if requested is not None and requested < 1:
-        raise UserError(f"--ray-workers must be at least 1, got {requested}")
-    cpus = float(resources.get("CPU", 0))
-    gpus = float(resources.get("GPU", 0))
-    engines = [s.engine for s in (settings, scorer_settings)]
-    vllm = [e for e in engines if e.backend == "vllm"]
-    if vllm and gpus >= 1:
-        need = float(max(e.tensor_parallel_size for e in vllm))
-        plan_cpus, plan_gpus, have, unit = 1.0, need, gpus, "GPU"
-    else:
-        need = float(max(e.n_threads or 1 for e in engines))
-        plan_cpus, plan_gpus, have, unit = need, 0.0, cpus, "CPU"
-    capacity = int(have // need)
-    if capacity < 1:
-        raise UserError(
-            f"the Ray cluster has {have:g} {unit}(s); one evaluation worker needs {need:g}"
-        )
-    workers = requested or capacity
-    if workers > capacity:
-        raise UserError(
-            f"--ray-workers {workers} needs {workers * need:g} {unit}(s) but the Ray cluster "
-            f"has {have:g}; at most {capacity} worker(s) fit"
-        )
-    return WorkerPlan(workers, plan_cpus, plan_gpus)
-
-
-def connect(address: str) -> bool:
-    """Join (or, for ``local``, start) a Ray cluster; True when this call started Ray."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray needs Ray: pip install 'typed-rag[ray]'") from None
-    if ray.is_initialized():
-        return False
-    try:
-        if address == LOCAL:
-            ray.init(include_dashboard=False)
-        else:
-            ray.init(address=address)
-    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
-        raise UserError(f"cannot connect to the Ray cluster at {address!r}: {exc}") from None
-    return True
 
 
 # ---------------------------------------------------------------------- the actor
@@ -158,8 +80,8 @@ class EvalWorker:
         self.settings = settings
         self.scorer_settings = scorer_settings
         self.labels = dict(labels)
-        self._answerer = _Lazy(lambda: answerer_factory(generator_settings), is_factory=True)
-        self._engine = _Lazy(lambda: scorer_factory(scorer_settings), is_factory=True)
+        self._answerer = Lazy(lambda: answerer_factory(generator_settings), is_factory=True)
+        self._engine = Lazy(lambda: scorer_factory(scorer_settings), is_factory=True)
         self._scorer: Any = None
 
     async def answer(self, method: str, chunk: Sequence[WikiNFQARecord]) -> ChunkAnswers:
@@ -302,7 +224,7 @@ class DistributedEvalRunner(EvalRunner):
         """Connect and start the actors on first need (a finished run starts none)."""
         if self._actors:
             return self._actors
-        import ray
+        import ray  # heavy: ray
 
         self._started_ray = connect(self.address) or self._started_ray
         self.plan = plan_workers(
@@ -344,8 +266,8 @@ class DistributedEvalRunner(EvalRunner):
         first failure nothing new is sent, the tasks in flight are still
         collected (their work is stored), and then the failure is raised.
         """
-        import ray
-        from ray.exceptions import RayActorError, RayTaskError
+        import ray  # heavy: ray
+        from ray.exceptions import RayActorError, RayTaskError  # heavy: ray
 
         idle = deque(self._workers())
         queue = deque(tasks)
@@ -387,7 +309,7 @@ class DistributedEvalRunner(EvalRunner):
         """Close the actors' engines, end the actors, and Ray itself if this run started it."""
         if not self._actors and not self._started_ray:
             return
-        import ray
+        import ray  # heavy: ray
 
         try:
             if self._actors:

@@ -21,9 +21,10 @@ from eval.judge_validity import Candidate, build_candidates, pick_questions, val
 from eval.judges import Judgement, ensemble, gated, judge, parse_protocol
 from eval.labels import QuestionLabel
 from eval.manifest import scorer_name
-from eval.runner import progress_bar
+from eval.resume import progress_bar
 from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
+from typed_rag import engines, system
 from typed_rag.config import Settings
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,10 @@ async def generate_pool(
     generator: Settings, records: Sequence[WikiNFQARecord], out: Path, progress: bool = True
 ) -> dict[str, str]:
     """The generator's (llm-mode) answers to ``records``, stored in ``out/POOL``; resumable."""
-    from typed_rag.system import TypedRAG
-
     store = JsonlStore(out / POOL, key=lambda r: str(r["question_id"]))
     todo = [r for r in records if r.question_id not in store]
     if todo:
-        rag = TypedRAG.from_settings(generator.model_copy(update={"mode": "llm"}))
+        rag = system.TypedRAG.from_settings(generator.model_copy(update={"mode": "llm"}))
         await rag.start()
         try:
             with progress_bar(len(todo), "generator answers", progress) as bar:
@@ -77,8 +76,6 @@ async def judge_candidates(
     progress: bool = True,
 ) -> None:
     """Judge every candidate with each protocol on one engine (loaded once); resumable."""
-    from typed_rag.engines import build_engine
-
     store = JsonlStore(out / JUDGEMENTS, key=_judgement_key)
     model = scorer_name(judge_settings)
     engine = None
@@ -88,7 +85,7 @@ async def judge_candidates(
             if not todo:
                 continue
             if engine is None:
-                engine = build_engine(judge_settings)
+                engine = engines.build_engine(judge_settings)
                 await engine.start()
             with progress_bar(len(todo), f"judge {protocol}", progress) as bar:
                 for start in range(0, len(todo), batch):

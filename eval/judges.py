@@ -24,14 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eval.linkage import (
+from eval.linkage import LinkageItem, LinkageScore, LinkageScorer, max_rank
+from eval.linkage_prob import (
     VERDICT_PREFIX,
-    LinkageItem,
     LinkageProbScorer,
-    LinkageScore,
-    LinkageScorer,
     expected_percentile_rank,
-    max_rank,
     p_yes,
     relevance_request,
     verdict_distribution,
@@ -284,7 +281,7 @@ def ensemble(parts: Sequence[Sequence[Judgement]]) -> list[Judgement]:
 
 def gated(linkage: Sequence[Judgement], relevance: Sequence[Judgement]) -> list[Judgement]:
     """``linkage-prob-gated`` from stored parts: quality x P(relevant); last when the gate
-    says no, else the LINKAGE verdict (as :func:`eval.linkage.gate`)."""
+    says no, else the LINKAGE verdict (as :func:`eval.linkage_prob.gate`)."""
     out = []
     for a, g in zip(linkage, relevance, strict=True):
         relevant = g.quality or 0.0

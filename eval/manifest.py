@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from typed_rag.config import REPO_ROOT, MethodSettings, Settings
+from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
+from typed_rag.method_settings import MethodSettings
 
 MANIFEST = "run.json"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.gold import contains_gold
-from eval.linkage import expected_percentile_rank, expected_reciprocal_rank, max_rank
+from eval.linkage import max_rank
+from eval.linkage_prob import expected_percentile_rank, expected_reciprocal_rank
 from eval.metrics import estimate, paired_difference, percentile_rank, reciprocal_rank
 from typed_rag.citations import check_citations
 from typed_rag.types import PLAIN_RAG_TYPES, QuestionType

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from eval.coverage import KINDS
-from eval.figures import METHOD_TITLES, plot_mpr_by_type, type_title
+from eval.coverage_parse import KINDS
+from eval.figures import plot_mpr_by_type
 from eval.gold import gold_aliases
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED, load_labels, type_counts
 from eval.linkage import EMPTY_CANDIDATE
 from eval.manifest import read_manifest
+from eval.methods import METHODS
 from eval.metrics import Estimate, estimate
 from eval.paired import (
     cites_shown_passage,
@@ -33,17 +34,16 @@ from eval.paired import (
     judge_validity_row,
     paired_scores,
     paired_shares,
-    render_paired,
     row_scores,
 )
-from eval.runner import ANSWERS, COVERAGE, METHODS, RUN_LABELS, SCORES
+from eval.report_markdown import ALL, est_of, render_markdown
+from eval.runner import ANSWERS, COVERAGE, RUN_LABELS, SCORES
 from eval.store import JsonlStore
-from eval.wikinfqa import SUBSET_TITLES, SUBSETS, load_wikinfqa
+from eval.wikinfqa import SUBSETS, load_wikinfqa
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
 FIGURE = "mpr_by_type.png"
-ALL = "all"
 
 
 @dataclass
@@ -60,15 +60,6 @@ def _records(path: Path) -> list[dict[str, Any]]:
 def _order(values: Iterable[str], preferred: Sequence[str]) -> list[str]:
     present = set(values)
     return [v for v in preferred if v in present] + sorted(present - set(preferred))
-
-
-def _fmt(est: Estimate | None, scale: float = 1.0, digits: int = 3, ci: bool = False) -> str:
-    if est is None or est.count == 0 or np.isnan(est.mean):
-        return "-"
-    text = f"{est.mean * scale:.{digits}f}"
-    if ci:
-        text += f" [{est.low * scale:.{digits}f}, {est.high * scale:.{digits}f}]"
-    return text
 
 
 def _metric(rows: Iterable[dict[str, Any]], which: str, settings: Settings) -> Estimate:
@@ -232,135 +223,6 @@ def _coverage(rows: list[dict[str, Any]], methods: list[str], settings: Settings
     return out
 
 
-# ---------------------------------------------------------------------- markdown
-
-
-def _est(d: dict[str, Any] | None) -> Estimate | None:
-    return Estimate(**d) if d else None
-
-
-def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
-    methods, subsets = rep["methods"], rep["subsets"]
-    gen, scorer = rep["generator"], rep["scorer"]
-    scorer_label = scorer.get("name") or f"{scorer.get('backend')}:{scorer.get('model')}"
-    variant = (
-        "paper prompt ([[n]] = worse than all, off by one)"
-        if rep["paper_off_by_one"]
-        else "original LINKAGE ([[n+1]] = worse than all)"
-    )
-    out = [
-        "# Wiki-NFQA evaluation",
-        "",
-        f"- Generator: `{gen.get('backend')}:{gen.get('model')}`",
-        f"- Scorer: `{scorer_label}` (scores from different scorers are not comparable)",
-        f"- LINKAGE: {variant}; reference seed {rep['reference_seed']}; "
-        f"unparsed verdicts: {rep['unparsed']}",
-        f"- Git: `{(rep['git'] or {}).get('commit')}`"
-        + (" (uncommitted changes)" if (rep["git"] or {}).get("dirty") else ""),
-        f"- 95% CIs: percentile bootstrap, {rep['bootstrap']} resamples",
-        "",
-    ]
-    cols = [SUBSET_TITLES.get(s, s) for s in subsets]
-    for metric, title, scale, digits in (
-        ("mrr", "MRR", 1.0, 4),
-        ("mpr", "MPR (%)", 1.0, 2),
-    ):
-        out += [
-            f"## {title} by subset (Table 3 shape; scorer `{scorer_label}`)",
-            "",
-            "| method | " + " | ".join(cols) + " | all [95% CI] | n |",
-            "|---|" + "---:|" * (len(cols) + 2),
-        ]
-        for m in methods:
-            cells = rep["table"][m]
-            row = [_fmt(_est(cells[s][metric]), scale, digits) for s in subsets]
-            all_est = _est(cells[ALL][metric])
-            row.append(_fmt(all_est, scale, digits, ci=True))
-            row.append(str(all_est.count if all_est else 0))
-            out.append(f"| {METHOD_TITLES.get(m, m)} | " + " | ".join(row) + " |")
-        out.append("")
-
-    out += [
-        f"## MPR (%) by question type (Figure 4 shape; scorer `{scorer_label}`)",
-        "",
-        "| type | n | " + " | ".join(METHOD_TITLES.get(m, m) for m in methods) + " |",
-        "|---|---:|" + "---:|" * len(methods),
-    ]
-    for t in rep["types"]:
-        cells = rep["per_type"].get(t, {})
-        n = max((cells.get(m, {}).get("mpr", {}).get("count", 0) for m in methods), default=0)
-        vals = [_fmt(_est(cells.get(m, {}).get("mpr")), 1.0, 1, ci=True) for m in methods]
-        out.append(f"| {type_title(t)} | {n} | " + " | ".join(vals) + " |")
-    out.append("")
-    if figure is not None:
-        out += [f"![MPR by type]({figure.name})", ""]
-    out += render_paired(rep)
-
-    out += [
-        "## Scorer verdicts that did not parse",
-        "",
-        "| method | scored | parsed | never parsed | resampled | mean attempts | empty answers | by status |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for m in methods:
-        f = rep["failures"][m]
-        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(f["statuses"].items()))
-        out.append(
-            f"| {METHOD_TITLES.get(m, m)} | {f['scored']} | {f['parsed']} | {f['never_parsed']} | "
-            f"{f['resampled']} | {f['mean_attempts']:.2f} | {f['empty_candidates']} | {statuses} |"
-        )
-    out.append("")
-
-    out += [
-        "## Cost",
-        "",
-        "| method | questions | LLM calls | prompt tok | completion tok | answer time (s) | "
-        "questions/min | with fallback | scorer tok (in/out) | scorer time (s) |",
-        "|---|" + "---:|" * 9,
-    ]
-    for m in methods:
-        c = rep["cost"][m]
-        qpm = f"{c['questions_per_min']:.2f}" if c["questions_per_min"] else "-"
-        out.append(
-            f"| {METHOD_TITLES.get(m, m)} | {c['questions']} | {c['llm_calls']} | "
-            f"{c['prompt_tokens']} | {c['completion_tokens']} | {c['answer_wall_s']:.1f} | {qpm} | "
-            f"{c['with_fallback']} | {c['scorer_prompt_tokens']}/{c['scorer_completion_tokens']} | "
-            f"{c['scorer_wall_s']:.1f} |"
-        )
-    out.append("")
-
-    if rep.get("coverage"):
-        out += [
-            "## Sub-question coverage (judge: the scorer)",
-            "",
-            "Weighted = (core hits + 0.5 x background hits - follow-up hits) / "
-            "(core + 0.5 x background); 1 is ideal. Context = share of core sub-questions "
-            "the retrieved passages can answer (judged 0-5, answerable at >= threshold), next "
-            "to the answer's core coverage on the same questions.",
-            "",
-            "| method | judged | ok | core | background | follow-up | weighted [95% CI] | "
-            "context core | answer core (same q) | failures |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for m in methods:
-            c = rep["coverage"].get(m)
-            if not c:
-                continue
-            k = c["kinds"]
-            fails = ", ".join(f"{s}: {n}" for s, n in sorted(c["failed"].items())) or "0"
-            if c["context_failed"]:
-                fails += f"; context: {c['context_failed']}"
-            out.append(
-                f"| {METHOD_TITLES.get(m, m)} | {c['judged']} | {c['ok']} | "
-                f"{_fmt(_est(k['core']), 100, 1)} | {_fmt(_est(k['background']), 100, 1)} | "
-                f"{_fmt(_est(k['follow_up']), 100, 1)} | {_fmt(_est(c['weighted']), 1, 3, ci=True)} | "
-                f"{_fmt(_est(c['context']), 100, 1)} | "
-                f"{_fmt(_est(c['answer_core_on_context_questions']), 100, 1)} | {fails} |"
-            )
-        out.append("")
-    return "\n".join(out)
-
-
 def write_report(run_dir: Path, settings: Settings, out_dir: Path | None = None) -> ReportFiles:
     """Write report.md, report.json and the per-type PNG (into ``out_dir`` or the run)."""
     run_dir = Path(run_dir)
@@ -371,7 +233,7 @@ def write_report(run_dir: Path, settings: Settings, out_dir: Path | None = None)
     if rep["methods"] and rep["types"]:
         scorer = rep["scorer"].get("name") or rep["scorer"].get("model")
         mpr = {
-            t: {m: _est(v["mpr"]) for m, v in cells.items() if v.get("mpr")}
+            t: {m: est_of(v["mpr"]) for m, v in cells.items() if v.get("mpr")}
             for t, cells in rep["per_type"].items()
         }
         figure = plot_mpr_by_type(

@@ -12,12 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
-
-if TYPE_CHECKING:
-    from typed_rag.config import Settings
 
 T = TypeVar("T")
 

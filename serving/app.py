@@ -23,10 +23,11 @@ from serving import errors, openapi
 from serving.admission import Admission
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.protocol import MODES, ModelCard, ModelList
+from serving.responses import ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from typed_rag.config import Settings
+from typed_rag.pipelines import MODES
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,7 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
 def _mount_ui(app: FastAPI, settings: Settings) -> None:
     """Serve the Gradio demo at ``/ui``; it talks to this server's own OpenAI endpoint."""
     try:
-        from ui.demo import mount_demo
+        from ui.demo import mount_demo  # heavy: gradio
     except ImportError as exc:
         log.warning(
             "server.ui is on but gradio is missing (%s); /ui is disabled. "

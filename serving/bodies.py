@@ -20,7 +20,7 @@ from typed_rag.config import Settings
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(rb"[\[\]{}]")
 
-# The context estimate of :meth:`OpenAIServingChat._check_context`. Wiki passages
+# The context estimate of :func:`serving.prepare.fit_context`. Wiki passages
 # are 100 words: 100 of them made a 13,787-token prompt with Qwen2.5's
 # tokenizer (~138 per passage with its "[n] Title" line).
 PASSAGE_TOKENS = 150
@@ -115,7 +115,7 @@ def check_output_schema(schema: dict[str, Any] | None) -> None:
     if schema is None:
         return
     try:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
+        from llama_cpp.llama_grammar import json_schema_to_gbnf  # heavy: llama_cpp
     except ImportError:  # no llama.cpp here: the engine in use checks it
         return
     try:

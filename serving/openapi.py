@@ -15,14 +15,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from serving.protocol import (
-    MODES,
-    ChatCompletionRequest,
-    ChatCompletionResponse,
-    ErrorResponse,
-    Health,
-    ModelList,
-)
+from serving.protocol import ChatCompletionRequest
+from serving.responses import ChatCompletionResponse, ErrorResponse, Health, ModelList
+from typed_rag.pipelines import MODES
 from typed_rag.types import QuestionType
 
 REF = "#/components/schemas/{model}"

@@ -14,35 +14,20 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import ValidationError
-from starlette.requests import ClientDisconnect
-from starlette.types import Receive, Scope, Send
+from fastapi.responses import JSONResponse, Response
 
 from serving import errors
 from serving.admission import Admission, Slot
-from serving.bodies import (
-    CHARS_PER_TOKEN,
-    PASSAGE_TOKENS,
-    PROMPT_TOKENS,
-    check_output_schema,
-    check_unicode,
-    context_window,
-    decode_json,
-    window_setting,
-)
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.protocol import (
-    FIELD_POLICY,
-    MODES,
+from serving.prepare import Prepared, prepare
+from serving.protocol import ChatCompletionRequest
+from serving.responses import (
     AssistantMessage,
     ChatCompletionChunk,
-    ChatCompletionRequest,
     ChatCompletionResponse,
     Choice,
     DeltaMessage,
@@ -53,7 +38,16 @@ from serving.protocol import (
     usage_of,
 )
 from serving.state import ServerState
-from typed_rag.conversation import ChatOptions, Turn
+from serving.streams import (
+    DONE,
+    END,
+    KEEPALIVE,
+    ClientDisconnected,
+    Pump,
+    SSEResponse,
+    wait_for_disconnect,
+)
+from serving.validation import context_error, parse_request
 from typed_rag.engines.base import ContextLengthError, EngineError
 from typed_rag.errors import UserError
 from typed_rag.progress import Progress
@@ -64,49 +58,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen in metrics/logs
-DONE = "data: [DONE]\n\n"
-KEEPALIVE = ": keep-alive\n\n"  # an SSE comment; clients (and the openai SDK) skip it
-SYSTEM_ROLES = ("system", "developer")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A validated request's question, what the chat adds, and the fitted ``top_k``."""
-
-    question: str
-    chat: ChatOptions
-    top_k: int | None
-    notes: list[str]
-
-
-class ClientDisconnected(Exception):
-    """The client went away before its answer was ready."""
-
-
-class SSEResponse(StreamingResponse):
-    """A streaming response that always gives its slot back, even if never iterated."""
-
-    def __init__(self, content: AsyncIterator[str], on_close: Callable[[], None]) -> None:
-        super().__init__(
-            content,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._on_close()
-
-
-async def _wait_for_disconnect(request: Request) -> None:
-    """Return once the client has closed the connection (the body is already read)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 class OpenAIServingChat:
@@ -117,7 +68,7 @@ class OpenAIServingChat:
         self.admission = admission
         self.metrics = metrics
         self.server = state.settings.server
-        self._streams: set[_Pump] = set()
+        self._streams: set[Pump] = set()
 
     def drain(self) -> None:
         """The server is stopping (SIGTERM): end every open stream with an in-band
@@ -132,152 +83,15 @@ class OpenAIServingChat:
                 )
             )
 
-    # -- request parsing -------------------------------------------------
-
-    async def parse(self, raw: Request) -> ChatCompletionRequest:
-        """The validated request, or an :class:`APIError` (400/413) naming what is wrong.
-
-        The body's size and nesting depth are checked before it is decoded, and
-        strings must be valid Unicode (no unpaired surrogates), so no body can
-        reach the decoder's recursion limit or the tokenizer's encoding.
-        """
-        content_type = raw.headers.get("content-type", "")
-        if content_type.split(";")[0].strip().lower() != "application/json":
-            raise errors.bad_request(
-                f"expected Content-Type: application/json, got {content_type or 'none'!r}",
-                code="invalid_content_type",
-            )
-        body = await self._read_body(raw)
-        data = decode_json(body, self.server.max_json_depth)
-        if not isinstance(data, dict):
-            raise errors.bad_request("request body must be a JSON object", code="invalid_json")
-        check_unicode(data)
-        try:
-            req = ChatCompletionRequest.model_validate(data)
-        except ValidationError as exc:
-            raise _from_validation(exc) from None
-        if req.model not in MODES:
-            raise errors.bad_request(
-                f"unknown model {req.model!r}; this server offers: {', '.join(MODES)}",
-                param="model",
-                code="model_not_found",
-            )
-        check_output_schema(req.output_schema())
-        return req
-
-    async def _read_body(self, raw: Request) -> bytes:
-        """The body, refusing (413) anything over ``server.max_body_bytes`` before holding it."""
-        limit = self.server.max_body_bytes
-        too_large = APIError(
-            413,
-            f"request body exceeds {limit} bytes (server.max_body_bytes)",
-            code="request_too_large",
-        )
-        declared = raw.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise too_large
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async for part in raw.stream():
-                size += len(part)
-                if size > limit:
-                    raise too_large
-                chunks.append(part)
-        except ClientDisconnect:
-            raise errors.bad_request(
-                "the client disconnected before sending the whole body", code="incomplete_body"
-            ) from None
-        return b"".join(chunks)
-
-    def question_of(self, req: ChatCompletionRequest) -> Prepared:
-        """The last user message (the question) and what the rest of the request adds.
-
-        Earlier user/assistant turns become the conversation a follow-up is
-        rewritten from; system and developer messages instruct the final answer.
-        Each user or system message may have ``server.max_input_chars`` characters
-        (the OpenAPI schema says so too); blank user messages fail validation.
-        """
-        limit = self.server.max_input_chars
-        for i, m in enumerate(req.messages):
-            size = len(m.text())
-            if m.role in ("user", *SYSTEM_ROLES) and size > limit:
-                raise errors.bad_request(
-                    f"messages[{i}] ({m.role}) has {size} characters; this server accepts "
-                    f"at most {limit} per message (server.max_input_chars)",
-                    param=f"messages.{i}.content",
-                    code="input_too_long",
-                )
-        users = [i for i, m in enumerate(req.messages) if m.role == "user"]
-        if not users:
-            raise errors.bad_request(
-                "'messages' has no message with role 'user' to answer", param="messages"
-            )
-        last = users[-1]
-        question = req.messages[last].text().strip()
-        system = "\n\n".join(
-            text for m in req.messages if m.role in SYSTEM_ROLES and (text := m.text().strip())
-        )
-        history = [
-            Turn(role=m.role, text=m.text())
-            for m in req.messages[:last]
-            if m.role not in SYSTEM_ROLES and m.text().strip()
-        ]
-        chat = ChatOptions(
-            history=history,
-            system=system,
-            stop=req.stop_strings(),
-            json_schema=req.output_schema(),
-        )
-        top_k, notes = self._fit_context(req, question, system)
-        return Prepared(question=question, chat=chat, top_k=top_k, notes=notes)
-
-    def _fit_context(
-        self, req: ChatCompletionRequest, question: str, system: str
-    ) -> tuple[int | None, list[str]]:
-        """``top_k`` lowered so the final prompt fits the model's context, before any engine call.
-
-        An estimate: passages of at most :data:`PASSAGE_TOKENS` tokens, the question
-        and system text, the prompt's own instructions, and the answer's tokens
-        (up to half the window; the engine stops an answer at the window's end).
-        A lowered ``top_k`` is reported in ``typed_rag.fallbacks``; a request
-        whose text alone leaves no room is a 400 naming the limit.
-        """
-        window = context_window(self.state.settings)
-        if window is None or req.model == "llm":
-            return req.top_k, []
-        settings = self.state.settings
-        answer = req.max_completion_tokens or req.max_tokens or settings.sampling.max_tokens
-        reserve = min(answer, window // 2)
-        fixed = PROMPT_TOKENS + (len(question) + len(system)) // CHARS_PER_TOKEN
-        fits = (window - reserve - fixed) // PASSAGE_TOKENS
-        if fits < 1:
-            raise errors.bad_request(
-                f"the question and system messages (~{fixed} tokens with the prompt) and "
-                f"{reserve} answer tokens leave no room for a passage in the model's context "
-                f"of {window} tokens ({window_setting(settings)})",
-                param="messages",
-                code="context_length_exceeded",
-            )
-        top_k = req.top_k or settings.retrieval.top_k
-        if top_k <= fits:
-            return req.top_k, []
-        note = (
-            f"context: top_k {top_k} -> {fits}, so passages (~{PASSAGE_TOKENS} tokens each), "
-            f"the question and {reserve} answer tokens fit the model's context of {window} "
-            f"tokens ({window_setting(settings)})"
-        )
-        return fits, [note]
-
     # -- the endpoint ----------------------------------------------------
 
     async def create(self, raw: Request) -> Response:
         started = time.perf_counter()
         mode = "unknown"
         try:
-            req = await self.parse(raw)
+            req = await parse_request(raw, self.server)
             mode = req.model
-            prep = self.question_of(req)
+            prep = prepare(req, self.state.settings)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "
@@ -341,7 +155,7 @@ class OpenAIServingChat:
             return await work() if work is not None else None
 
         task = asyncio.ensure_future(job())
-        watcher = asyncio.ensure_future(_wait_for_disconnect(raw))
+        watcher = asyncio.ensure_future(wait_for_disconnect(raw))
         loop = asyncio.get_running_loop()
         try:
             done, _ = await asyncio.wait(
@@ -376,7 +190,7 @@ class OpenAIServingChat:
             result.fallbacks.extend(prep.notes)
             return result
         except ContextLengthError as exc:
-            raise _context_error(exc) from None
+            raise context_error(exc) from None
         except UserError as exc:
             raise errors.bad_request(str(exc)) from None
 
@@ -433,7 +247,7 @@ class OpenAIServingChat:
         stream = self.state.rag.answer_stream(
             prep.question, progress=req.progress_events, **self._answer_kwargs(req, prep)
         )
-        pump = _Pump(stream)
+        pump = Pump(stream)
         self._streams.add(pump)
         loop = asyncio.get_running_loop()
         result: Result | None = None
@@ -450,7 +264,7 @@ class OpenAIServingChat:
                     if loop.time() < deadline:
                         yield KEEPALIVE
                     continue
-                if event is _END:
+                if event is END:
                     break
                 if isinstance(event, Result):
                     result = event
@@ -481,7 +295,7 @@ class OpenAIServingChat:
         except APIError as exc:
             error = exc
         except ContextLengthError as exc:
-            error = _context_error(exc)
+            error = context_error(exc)
         except UserError as exc:
             error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
@@ -548,123 +362,3 @@ class OpenAIServingChat:
                 code="engine_error",
             )
         return errors.internal()
-
-
-def _context_error(exc: ContextLengthError) -> APIError:
-    """The engine found a prompt longer than its context: the request's fault, not a 503."""
-    return errors.bad_request(str(exc), param="messages", code="context_length_exceeded")
-
-
-_ROLE_TAGS = frozenset({"user", "system", "developer", "assistant", "tool"})
-_FORMAT_TAGS = frozenset({"text", "json_object", "json_schema"})
-_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
-
-
-def _param(loc: tuple[Any, ...]) -> str | None:
-    """The field's dotted path, without pydantic's union labels (message role, member type)."""
-    out: list[str] = []
-    for i, part in enumerate(loc):
-        prev = loc[i - 1] if i else None
-        if isinstance(part, int):
-            out.append(str(part))
-        elif isinstance(prev, int) and out[:1] == ["messages"] and part in _ROLE_TAGS:
-            continue
-        elif prev == "response_format" and part in _FORMAT_TAGS:
-            continue
-        elif "[" in part or "-" in part or part in _TYPE_LABELS:
-            continue
-        else:
-            out.append(part)
-    return ".".join(out) or None
-
-
-def _from_validation(exc: ValidationError) -> APIError:
-    """The most telling problem (a union's "wrong type" errors come last), naming its field."""
-    problems = sorted(exc.errors(), key=lambda e: str(e.get("type", "")).endswith("_type"))
-    first = problems[0]
-    param = _param(tuple(first.get("loc", ())))
-    kind = first.get("type")
-    msg = first.get("msg", "invalid value")
-    if param == "messages" and kind == "missing":
-        return errors.bad_request("'messages' is required", param="messages")
-    if param == "messages" and kind == "too_short":
-        return errors.bad_request("'messages' must not be empty", param="messages")
-    if kind == "string_pattern_mismatch":
-        msg = "must not be empty or blank"
-    top = (param or "").split(".")[0]
-    policy = FIELD_POLICY.get(top)
-    if policy is not None and policy[0] == "rejected":
-        param = top
-        msg += f" ({param} is not supported: {policy[1]})"
-        return errors.bad_request(
-            f"invalid '{param}': {msg}", param=param, code="unsupported_parameter"
-        )
-    return errors.bad_request(f"invalid '{param}': {msg}", param=param, code="invalid_value")
-
-
-_END = object()
-
-
-class _Pump:
-    """Runs an async iterator in its own task and hands its items over one at a time."""
-
-    def __init__(self, source: AsyncIterator[Any]) -> None:
-        self._source = source
-        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=256)
-        self._task = asyncio.ensure_future(self._run())
-        self._getter: asyncio.Future[tuple[str, Any]] | None = None
-
-    async def _run(self) -> None:
-        try:
-            async for item in self._source:
-                await self._queue.put(("item", item))
-        except Exception as exc:  # noqa: BLE001 - re-raised in the consumer
-            await self._queue.put(("error", exc))
-            return
-        await self._queue.put(("item", _END))
-
-    def fail(self, exc: BaseException) -> None:
-        """End the stream with ``exc``: the source stops, the consumer raises it next."""
-        if not self._task.done():
-            self._task.cancel()
-        while True:
-            try:
-                self._queue.put_nowait(("error", exc))
-                return
-            except asyncio.QueueFull:
-                self._queue.get_nowait()  # the stream is ending: drop a queued piece
-
-    async def next(self, timeout: float) -> tuple[bool, Any]:
-        """``(True, item)``, or ``(False, None)`` if nothing came within ``timeout``.
-
-        Re-raises what the source raised; ``_END`` marks its end.
-        """
-        if self._getter is None:
-            self._getter = asyncio.ensure_future(self._queue.get())
-        done, _ = await asyncio.wait({self._getter}, timeout=timeout)
-        if not done:
-            return False, None
-        kind, item = self._getter.result()
-        self._getter = None
-        if kind == "error":
-            raise item
-        return True, item
-
-    async def stop(self) -> None:
-        """Cancel the source's task (and the engine work under it); close the source."""
-        if self._getter is not None:
-            self._getter.cancel()
-        if not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        await _aclose(self._source)
-
-
-async def _aclose(stream: AsyncIterator[Any]) -> None:
-    close = getattr(stream, "aclose", None)
-    if close is None:
-        return
-    try:
-        await close()
-    except Exception:  # noqa: BLE001 - the stream already failed or finished
-        log.debug("error while closing an answer stream", exc_info=True)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.system import TypedRAG
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,6 @@ class ServerState:
         """Build (unless injected) and start TypedRAG; record a failure instead of raising."""
         try:
             if self.rag is None:
-                from typed_rag.system import TypedRAG
-
                 # Building reads indexes and model files: keep the event loop
                 # free so /health keeps answering meanwhile.
                 self.rag = await asyncio.to_thread(TypedRAG.from_settings, self.settings)

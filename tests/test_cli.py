@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from typed_rag.cli import main
+from cli.main import main
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_set_is_accepted_after_the_subcommand(capsys) -> None:
 
 
 def test_set_after_the_subcommand_applies(tmp_path) -> None:
-    from typed_rag.cli import build_parser, parse_args
+    from cli.main import build_parser, parse_args
 
     parser = build_parser()
     args = parse_args(parser, ["--set", "a=1", "serve", "--port", "9000", "--set", "b=2"])

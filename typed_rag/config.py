@@ -9,6 +9,7 @@ explicit overrides (CLI flags). No other module reads the environment.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,12 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from typed_rag.errors import UserError
+from typed_rag.method_settings import METHOD_PROFILES as METHOD_PROFILES
+from typed_rag.method_settings import MethodOptions as MethodOptions
+from typed_rag.method_settings import MethodSettings
+from typed_rag.types import QuestionType
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = Path.home() / ".cache" / "typed-rag"
@@ -236,100 +243,11 @@ class AugmentSettings(BaseModel):
     @classmethod
     def _known_types(cls, value: Any) -> Any:
         """Accept "A,B" (from --set) and any label spelling; a ValueError names a bad one."""
-        from typed_rag.types import QuestionType
-
         if isinstance(value, str):
             value = [v for v in value.split(",") if v.strip()]
         if isinstance(value, list):
             return [QuestionType.parse(v).value if isinstance(v, str) else v for v in value]
         return value
-
-
-# What ``method.profile = "improved"`` turns on (issue 15); every field can still be
-# set on its own, and an explicit value wins over the profile's.
-METHOD_PROFILES: dict[str, dict[str, Any]] = {
-    "paper": {},
-    "improved": {
-        "grounded_aggregation": True,
-        "drop_uninformative": True,
-        "answer_shapes": True,
-        "experience_retrieval": "both",
-        "core_sub_questions": "definition",
-        "require_citations": True,
-        "strip_invalid_citations": True,
-        "post_cite": True,
-        "max_sub_queries": 3,
-        "anchor_sub_queries": True,
-    },
-}
-
-
-class MethodOptions(BaseModel):
-    """The method options in force, after the profile is applied (see MethodSettings)."""
-
-    grounded_aggregation: bool = False
-    aggregation_passages: int = Field(5, ge=1, le=20)
-    drop_uninformative: bool = False
-    answer_shapes: bool = False
-    experience_retrieval: Literal["question", "keywords", "both"] = "question"
-    core_sub_questions: Literal["off", "definition", "listed"] = "off"
-    require_citations: bool = False
-    strip_invalid_citations: bool = False
-    post_cite: bool = False
-    max_sub_queries: int = Field(5, ge=2, le=5)
-    sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
-    anchor_sub_queries: bool = False
-
-
-class MethodSettings(BaseModel):
-    """How the typed pipelines plan, aggregate and answer (issue 15); paper behaviour by default.
-
-    Each option is None until set, so a ``profile`` fills only what was not set
-    explicitly: ``--set method.profile=improved --set method.answer_shapes=false``
-    is the improved set without answer shapes. Read them with :meth:`options`.
-    They change typed-rag answers only; the ``rag`` and ``llm`` baselines keep
-    the paper's prompts.
-    """
-
-    profile: Literal["paper", "improved"] = "paper"
-    # 1. The aggregator / debate mediator also see the best passages (global [n])
-    #    and are told to drop sub-answer claims that no passage supports.
-    grounded_aggregation: bool | None = None
-    aggregation_passages: int | None = Field(None, ge=1, le=20)  # how many passages they see
-    # 2. Sub-answers without information (empty, restating the query, "no
-    #    information", only references) are left out of aggregation (trace: dropped).
-    drop_uninformative: bool | None = None
-    # 3. Per-type answer shapes in the final prompt (steps, point by point, ...).
-    answer_shapes: bool | None = None
-    # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
-    experience_retrieval: Literal["question", "keywords", "both"] | None = None
-    # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the
-    #    generator is told to work out and cover them; no extra call) or "listed"
-    #    (M2: one extra plan call lists them and the prompt names them).
-    core_sub_questions: Literal["off", "definition", "listed"] | None = None
-    # 6. The final prompt requires [n] citations of shown passages; invalid numbers
-    #    are always recorded in the trace, and removed from the answer when set
-    #    (not from a streamed answer, which is already sent).
-    require_citations: bool | None = None
-    strip_invalid_citations: bool | None = None
-    # After the fact, an uncited sentence of a typed-rag answer gets the [n] of the
-    # shown passage sharing most of its words (ALCE's post-hoc citing; not streamed).
-    post_cite: bool | None = None
-    # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
-    #    single "aspects" of the question, or the paper's "paraphrase"s of it.
-    max_sub_queries: int | None = Field(None, ge=2, le=5)
-    sub_query_style: Literal["aspects", "paraphrase"] | None = None
-    # A sub-query that shares almost no words with the question ("what was the bill
-    # about?") is searched and answered with the question attached.
-    anchor_sub_queries: bool | None = None
-
-    def options(self) -> MethodOptions:
-        """Explicit values, else the profile's, else the paper's defaults."""
-        chosen = dict(METHOD_PROFILES[self.profile])
-        chosen.update(
-            {k: v for k, v in self.model_dump(exclude={"profile"}).items() if v is not None}
-        )
-        return MethodOptions.model_validate(chosen)
 
 
 class EvalSettings(BaseModel):
@@ -445,6 +363,17 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         return Settings.model_validate(merged)
     finally:
         _CONFIG_FILE["path"] = None
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` pairs as :func:`load_settings` overrides (the CLI and benchmarks)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -85,7 +85,7 @@ from eval.constraints.runner import (
     parse_arms,
 )
 from eval.constraints.topics import topics_overlap
-from eval.coverage import BAD_SHAPE, NO_JSON
+from eval.coverage_parse import BAD_SHAPE, NO_JSON
 
 __all__ = [
     "ANSWERS",

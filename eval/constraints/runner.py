@@ -19,22 +19,25 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from eval.batches import answer_each, result_dict
 from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
-from eval.runner import (
-    EvalAborted,
+from eval.manifest import scorer_name
+from eval.methods import parse_choices
+from eval.resume import (
     PhaseCounts,
-    _key,
-    _lazy,
-    _result_dict,
-    answer_each,
-    parse_choices,
+    awaiting_judgement,
+    lazy,
     progress_bar,
+    run_key,
+    split_pending,
+    store_batch,
 )
 from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
+from typed_rag.system import TypedRAG
 
 # Named as before the split into a package, so log lines read the same.
 log = logging.getLogger("eval.constraints")
@@ -58,7 +61,7 @@ def arm_settings(settings: Settings, arm: str) -> Settings:
 
 
 def arm_question_key(record: Mapping[str, Any]) -> str:
-    return f"{record['arm']}\t{record['question_id']}"
+    return run_key(record["arm"], record["question_id"])
 
 
 def file_sha256(path: Path) -> str:
@@ -86,8 +89,6 @@ class SharedTypedRAG:
         self._base: Any = None
 
     async def get(self, settings: Settings) -> Any:
-        from typed_rag.system import TypedRAG
-
         if self._base is None:
             base = (self._build or TypedRAG.from_settings)(settings)
             await base.start()
@@ -128,7 +129,7 @@ class ConstraintRunner:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.answerers = answerers
-        self._scorer = _lazy(scorer_engine, "generate")
+        self._scorer = lazy(scorer_engine, "generate")
         self.progress = progress
         self.answers = JsonlStore(self.run_dir / ANSWERS, key=arm_question_key)
         self.judgements = JsonlStore(self.run_dir / JUDGEMENTS, key=arm_question_key)
@@ -152,8 +153,9 @@ class ConstraintRunner:
     # ------------------------------------------------------------------ answers
 
     async def _answer_arm(self, items: Sequence[ConstraintItem], arm: str) -> PhaseCounts:
-        pending = [it for it in items if _key(arm, it.question_id) not in self.answers]
-        counts = PhaseCounts(done_before=len(items) - len(pending))
+        pending, counts = split_pending(
+            items, lambda it: run_key(arm, it.question_id), self.answers
+        )
         if not pending:
             return counts
         answerer = await self.answerers.get(arm_settings(self.settings, arm))
@@ -162,25 +164,22 @@ class ConstraintRunner:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
                 records, errors = await self._answer_chunk(answerer, chunk, arm)
-                if errors:
-                    JsonlStore(
-                        self.run_dir / ERRORS, key=lambda r: f"{r['at']}\t{r['question_id']}"
-                    ).append(errors)
-                counts.failed += len(chunk) - len(records)
-                if not records:
-                    raise EvalAborted(
-                        f"every question of a batch failed in arm {arm!r}; see "
-                        f"{self.run_dir / ERRORS}"
-                    )
-                self.answers.append(records)
-                counts.computed += len(records)
+                store_batch(
+                    self.answers,
+                    records,
+                    errors,
+                    len(chunk),
+                    counts,
+                    self.run_dir / ERRORS,
+                    f"in arm {arm!r}",
+                )
                 bar.update(len(chunk))
         return counts
 
     async def _answer_chunk(
         self, answerer: Any, chunk: Sequence[ConstraintItem], arm: str
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Answer a batch (see :func:`eval.runner.answer_each`) into answer records."""
+        """Answer a batch (see :func:`eval.batches.answer_each`) into answer records."""
         results, errors, wall = await answer_each(
             answerer,
             [it.conditioned_question for it in chunk],
@@ -193,7 +192,7 @@ class ConstraintRunner:
         for it, res in zip(chunk, results, strict=True):
             if res is None:
                 continue
-            data = _result_dict(res)
+            data = result_dict(res)
             records.append(
                 {
                     "arm": arm,
@@ -220,25 +219,15 @@ class ConstraintRunner:
     # ------------------------------------------------------------------ judgements
 
     async def _judge(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> PhaseCounts:
-        counts = PhaseCounts()
-        todo: list[tuple[ConstraintItem, dict[str, Any]]] = []
-        for arm in arms:
-            for it in items:
-                key = _key(arm, it.question_id)
-                answer = self.answers.get(key)
-                if answer is None:
-                    continue
-                if key in self.judgements:
-                    counts.done_before += 1
-                else:
-                    todo.append((it, answer))
+        answered, counts = awaiting_judgement(
+            arms, items, lambda it: it.question_id, self.answers, self.judgements
+        )
+        todo = [(it, answer) for _arm, it, answer in answered]
         if not todo:
             return counts
         judge = ComplianceJudge.from_settings(
             await self._scorer.get(), self.settings, self.scorer_settings
         )
-        from eval.manifest import scorer_name
-
         name = scorer_name(self.scorer_settings)
         size = max(1, self.settings.eval.score_batch_size)
         with self._bar(len(todo), "judge") as bar:
@@ -247,7 +236,7 @@ class ConstraintRunner:
                 verdicts = await judge.judge(
                     [
                         ComplianceItem(
-                            key=_key(a["arm"], it.question_id),
+                            key=run_key(a["arm"], it.question_id),
                             question=it.question,
                             include=it.include,
                             exclude=it.exclude,

@@ -235,8 +235,8 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
 ) -> None:
     """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
     import typed_rag.classifier.training as training
+    from cli.main import main
     from typed_rag.classifier.lexical import LinearModel
-    from typed_rag.cli import main
 
     home = tmp_path / "home"
     head = MLPHead(26, 8)

@@ -27,11 +27,11 @@ from typed_rag.classifier.finetune import (
     FineTuneConfig,
     FineTunedClassifier,
     FineTunedMeta,
-    fine_tune,
     load_artefact,
     read_meta,
     save_artefact,
 )
+from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError
@@ -166,7 +166,7 @@ def test_train_if_missing_for_finetuned_kind(
     tmp_path: Path, trained, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import typed_rag.classifier.training as training
-    from typed_rag.cli import main
+    from cli.main import main
 
     (res, _, enc_config), _ = trained
     home = tmp_path / "home"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from typed_rag.cli import main
+from cli.main import main
 from typed_rag.config import load_settings
 from typed_rag.types import LABELS
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from eval.wikinfqa import WikiNFQARecord
-from typed_rag.cli import main
 from typed_rag.conversation_set import (
     FOLLOW_UPS,
     build_conversations,

@@ -448,7 +448,7 @@ async def test_post_cite_attaches_the_passage_sharing_a_sentences_words(make_rag
 def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:
     import io
 
-    from typed_rag.commands import print_result
+    from cli.ask import print_result
     from typed_rag.result import Result, SubAnswer
 
     result = Result(

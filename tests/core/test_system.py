@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from cli.main import main
 from tests.core.conftest import FixedClassifier
-from typed_rag.cli import main
 from typed_rag.errors import UserError
 from typed_rag.result import Result
 from typed_rag.system import TypedRAG
@@ -187,7 +187,7 @@ async def test_sampling_override_rejects_unknown_and_invalid_fields(make_rag) ->
 def test_ask_output_shows_constraints_and_core_sub_questions() -> None:
     import io
 
-    from typed_rag.commands import print_result
+    from cli.ask import print_result
     from typed_rag.result import Result
 
     result = Result(

@@ -74,7 +74,7 @@ def test_vllm_model_resolution(tmp_path: Path) -> None:
 
 def test_importing_the_package_loads_no_backend_library() -> None:
     code = (
-        "import sys, typed_rag.engines, typed_rag.models, typed_rag.engines.commands;"
+        "import sys, typed_rag.engines, typed_rag.models, cli.models;"
         "heavy = {'vllm', 'llama_cpp', 'torch', 'transformers', 'openai'} & set(sys.modules);"
         "assert not heavy, heavy"
     )

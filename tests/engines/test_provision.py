@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from typed_rag.cli import main as cli_main
+from cli.main import main as cli_main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
 from typed_rag.models import ModelIntegrityError, ensure_model, integrity, registry, sources

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-import typed_rag.cli
 import typed_rag.engines
+from cli import evaluation as cli_evaluation
+from cli import main as cli_main
+from cli.main import main
 from eval.constraints import (
     ANSWERS,
     BAD_SHAPE,
@@ -46,7 +48,6 @@ from eval.constraints import (
 from eval.labels import QuestionLabel
 from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
 from tests.core.conftest import FixedClassifier, MemoryRetriever
-from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
@@ -616,7 +617,7 @@ async def test_shared_typed_rag_loads_once_and_gives_each_arm_its_settings(
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> dict:
     """The real CLI with only eval commands; engines are FakeEngines that write subtopics/verdicts."""
-    monkeypatch.setattr(typed_rag.cli, "COMMAND_MODULES", ("eval.commands",))
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
     made: dict = {"engine_settings": []}
 
     def respond(req: ChatRequest) -> str:
@@ -692,7 +693,7 @@ def test_cli_builds_a_set_runs_it_and_reports(
 def test_cli_set_with_an_unusable_model_is_a_clear_error(
     tmp_path: Path, nfqa_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(typed_rag.cli, "COMMAND_MODULES", ("eval.commands",))
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
     monkeypatch.setattr(
         typed_rag.engines, "build_engine", lambda s: FakeEngine(lambda r: "{}"), raising=False
     )

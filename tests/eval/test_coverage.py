@@ -8,19 +8,21 @@ import pytest
 
 from eval.coverage import (
     ANSWERABILITY_SCHEMA,
-    BAD_SHAPE,
     COVERAGE_SCHEMA,
     DECOMPOSE_SCHEMA,
-    INCOMPLETE,
-    NO_JSON,
     CoverageItem,
     CoverageJudge,
+    weighted_score,
+)
+from eval.coverage_parse import (
+    BAD_SHAPE,
+    INCOMPLETE,
+    NO_JSON,
     Decomposition,
     extract_json,
     parse_answerability,
     parse_coverage,
     parse_decomposition,
-    weighted_score,
 )
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from eval.distributed import DistributedEvalRunner, WorkerPlan, plan_workers
+from eval.distributed import DistributedEvalRunner
 from eval.labels import classify_questions, save_labels
 from eval.manifest import write_manifest
+from eval.ray_cluster import WorkerPlan, plan_workers
 from eval.report import build_report
 from eval.runner import ANSWERS, ERRORS, SCORES, EvalRunner
 from eval.wikinfqa import load_wikinfqa
@@ -278,7 +279,7 @@ async def test_ray_run_isolates_failures_like_a_local_run(
 
 
 def _cli(settings: Settings, out: Path, labels_file: Path, *extra: str) -> int:
-    from typed_rag.cli import main
+    from cli.main import main
 
     sets = {
         "home": settings.home,

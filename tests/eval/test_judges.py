@@ -8,7 +8,8 @@ import pytest
 
 from eval.judge_validity import GRADED, NOGOLD, OFFTOPIC, Candidate, validity
 from eval.judges import ensemble, judge, parse_protocol
-from eval.linkage import LinkageItem, LinkageProbScorer, Reference, expected_reciprocal_rank
+from eval.linkage import LinkageItem, Reference
+from eval.linkage_prob import LinkageProbScorer, expected_reciprocal_rank
 from typed_rag.engines.base import ChoiceRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from eval.coverage import KINDS, CoverageJudge
+from eval.coverage import CoverageJudge
+from eval.coverage_parse import KINDS
 from eval.linkage import (
     AMBIGUOUS,
     NO_MATCH,

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 import typed_rag.classifier
-import typed_rag.cli
 import typed_rag.engines
 import typed_rag.system
+from cli import evaluation as cli_evaluation
+from cli import main as cli_main
+from cli.main import main
 from eval.report import build_report, write_report
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
-from typed_rag.cli import main
 from typed_rag.config import load_settings
 from typed_rag.engines.fake import FakeEngine
 
@@ -23,7 +24,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(autouse=True)
 def only_eval_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real CLI entry point, with only this area's subcommands (others may be mid-edit)."""
-    monkeypatch.setattr(typed_rag.cli, "COMMAND_MODULES", ("eval.commands",))
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
 
 
 def judge(req):
@@ -261,7 +262,7 @@ def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Pa
 def test_scorer_settings_come_from_their_own_toml(tmp_path: Path) -> None:
     import argparse
 
-    from eval.commands import scorer_settings_for
+    from cli.eval_shared import scorer_settings_for
 
     toml = tmp_path / "scorer.toml"
     toml.write_text(

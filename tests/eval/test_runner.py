@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from eval.labels import classify_questions
-from eval.runner import ANSWERS, SCORES, EvalAborted, EvalRunner, parse_methods
+from eval.methods import parse_methods
+from eval.resume import EvalAborted
+from eval.runner import ANSWERS, SCORES, EvalRunner
 from eval.store import JsonlStore
 from eval.wikinfqa import load_wikinfqa
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder

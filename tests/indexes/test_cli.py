@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from typed_rag.cli import main
+from cli.main import main
 
 
 def _base(tmp_path: Path, corpus: Path) -> list[str]:

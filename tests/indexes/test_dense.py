@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli.main import main
 from indexes import build_index
 from indexes.dense import build_dense
 from tests.conftest import TINY_PASSAGES
-from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.encoder import encode
 from typed_rag.errors import UserError

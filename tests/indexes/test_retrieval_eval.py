@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli.main import main
 from indexes import build_index
 from indexes.answer_recall import HitFinder, ground_truth, normalize, recall_at
 from indexes.evaluate import Spec, settings_spec
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.cli import main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker

@@ -4,7 +4,7 @@ Two ways to run the server, both over real HTTP on 127.0.0.1:
 - ``live_server(...)``: uvicorn in a thread of this process, with a TypedRAG
   built from parts the test controls (a FakeEngine with delays or failures),
   so tests can see what the engine saw (cancellations, batches).
-- ``cli_server``: ``python -m typed_rag.cli serve`` as a subprocess, built only
+- ``cli_server``: ``python -m cli serve`` as a subprocess, built only
   from settings (fake engine backend, tiny BM25 index), as a user runs it.
 """
 
@@ -270,7 +270,7 @@ def serve(tmp_path: Path) -> Callable[..., contextlib.AbstractContextManager[Liv
 
 def _run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "typed_rag.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -331,7 +331,7 @@ def cli_server(
             [
                 sys.executable,
                 "-m",
-                "typed_rag.cli",
+                "cli",
                 "--config",
                 str(config),
                 "serve",

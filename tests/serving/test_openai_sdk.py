@@ -139,7 +139,7 @@ def test_serve_reports_a_missing_index(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "typed_rag.cli",
+            "cli",
             "--config",
             str(config),
             "serve",

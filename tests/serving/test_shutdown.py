@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from serving.commands import _drain_streams_on_exit
+from cli.serve import _drain_streams_on_exit
 from tests.serving.conftest import ProbeEngine, live_server, make_rag, server_settings
 from typed_rag.engines.base import ChatRequest, ChatResult
 

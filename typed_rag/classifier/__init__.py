@@ -18,15 +18,15 @@ def build_classifier(settings: Settings) -> TypeClassifier:
     """The classifier chosen by ``settings.classifier.kind``, loaded and ready."""
     kind = settings.classifier.kind
     if kind == "embedding-head":
-        from typed_rag.classifier.embedding_head import EmbeddingHeadClassifier
+        from typed_rag.classifier.embedding_head import EmbeddingHeadClassifier  # heavy: torch
 
         return EmbeddingHeadClassifier.load(settings)
     if kind == "finetuned":
-        from typed_rag.classifier.finetune import FineTunedClassifier
+        from typed_rag.classifier.finetune import FineTunedClassifier  # heavy: torch
 
         return FineTunedClassifier.load(settings)
     if kind == "nfcats":
-        from typed_rag.classifier.nfcats import NFCatsClassifier
+        from typed_rag.classifier.nfcats import NFCatsClassifier  # heavy: torch
 
         return NFCatsClassifier.load(settings)
     raise ValueError(f"unknown classifier kind {kind!r}")  # settings validation prevents this

@@ -11,7 +11,6 @@ trained on, the calibration temperature and the valid-set metrics.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from typed_rag.classifier.artefact import read_artefact, write_artefact
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
 from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits
@@ -30,7 +30,7 @@ from typed_rag.errors import UserError
 from typed_rag.types import LABELS
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # heavy: sentence_transformers
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +67,12 @@ def save_artefact(
     path: Path, head: MLPHead, meta: HeadMeta, lexical: LinearModel | None = None
 ) -> None:
     """Write weights and metadata atomically (temp name, then rename)."""
-    from safetensors.torch import save_file
-
     if (lexical is None) != (meta.lexical is None):
         raise ValueError("the lexical model and its metadata go together")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tensors = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    tensors = dict(head.state_dict())
     if lexical is not None:
-        tensors |= {
-            f"{LEXICAL}{k}": v.detach().contiguous() for k, v in lexical.state_dict().items()
-        }
-    save_file(tensors, str(tmp), metadata={"format": FORMAT, "meta": json.dumps(asdict(meta))})
-    tmp.replace(path)
+        tensors |= {f"{LEXICAL}{k}": v for k, v in lexical.state_dict().items()}
+    write_artefact(path, tensors, FORMAT, asdict(meta))
 
 
 def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
@@ -90,27 +83,14 @@ def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
 
 def load_artefact_with_lexical(path: Path) -> tuple[MLPHead, HeadMeta, LinearModel | None]:
     """The head, the metadata and the lexical model (None if the head was trained alone)."""
-    from safetensors import SafetensorError, safe_open
-
     if not path.is_file():
         raise UserError(
             f"no trained question-type classifier at {path}; run `typed-rag classifier train` "
             "(the set-up step does), or set classifier.path to the folder that holds "
             f"{ARTEFACT_NAME}"
         )
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            metadata = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError) as exc:
-        raise UserError(f"{path}: not a readable classifier artefact ({exc})") from exc
-    if metadata.get("format") != FORMAT:
-        raise UserError(
-            f"{path}: not a typed-rag classifier artefact (format {metadata.get('format')!r})"
-        )
-    meta = HeadMeta(**json.loads(metadata["meta"]))
-    if meta.labels != [t.value for t in LABELS]:
-        raise UserError(f"{path}: label order {meta.labels} differs from nf-cats order; retrain")
+    fields, tensors = read_artefact(path, FORMAT, "typed-rag classifier artefact", tensors=True)
+    meta = HeadMeta(**fields)
     head = MLPHead(meta.dim, meta.hidden, n_labels=len(meta.labels))
     lex_tensors = {k[len(LEXICAL) :]: v for k, v in tensors.items() if k.startswith(LEXICAL)}
     lexical = None

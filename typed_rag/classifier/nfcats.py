@@ -47,7 +47,7 @@ class NFCatsModel(nn.Module):
     """RoBERTa -> first-token pooler (tanh) -> [Linear, Mish]* -> Linear to the labels."""
 
     def __init__(self, config: Any, head_dims: Sequence[tuple[int, int]], n_labels: int) -> None:
-        from transformers import RobertaModel
+        from transformers import RobertaModel  # heavy: transformers
 
         super().__init__()
         self.encoder = RobertaModel(config, add_pooling_layer=False)
@@ -133,7 +133,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
             continue
         try:
             if name.endswith(".safetensors"):
-                from safetensors.torch import load_file
+                from safetensors.torch import load_file  # heavy: safetensors
 
                 return load_file(str(path))
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -145,7 +145,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
 def _fetch_hub(settings: Settings, repo_id: str, patterns: list[str]) -> Path:
     """Download a Hub repo into ``<models_dir>/hub`` (only where the Hub is reachable)."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # heavy: huggingface_hub
 
         return Path(
             snapshot_download(
@@ -200,7 +200,7 @@ class NFCatsClassifier(TypeClassifier):
         tokenizer_source: str | Path,
         settings: Settings,
     ) -> NFCatsClassifier:
-        from transformers import AutoTokenizer, RobertaConfig
+        from transformers import AutoTokenizer, RobertaConfig  # heavy: transformers
 
         try:
             config = RobertaConfig.from_pretrained(str(folder))

@@ -29,13 +29,10 @@ from typed_rag.classifier.embedding_head import (
     ensemble_logits,
     save_artefact,
 )
-from typed_rag.classifier.finetune import (
-    FineTuneConfig,
-    FineTunedMeta,
-    fine_tune,
-)
+from typed_rag.classifier.finetune import FineTuneConfig, FineTunedMeta
 from typed_rag.classifier.finetune import artefact_path as finetuned_artefact_path
 from typed_rag.classifier.finetune import save_artefact as save_finetuned
+from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.head import (
     HeadConfig,
     TrainedHead,
@@ -50,6 +47,7 @@ from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits,
 from typed_rag.classifier.metrics import Report, classification_report, confidence_table
 from typed_rag.config import Settings
 from typed_rag.encoder import embed_questions, load_sentence_model
+from typed_rag.models import ensure_model
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +75,33 @@ class TrainSummary:
     timings_s: dict[str, float]
 
 
-def _load_splits(settings: Settings, train: Path | None, valid: Path | None):
+def _load_splits(
+    settings: Settings, train: Path | None, valid: Path | None, echo: Echo
+) -> tuple[LabelledQuestions, LabelledQuestions]:
+    """The train and valid splits (the given files, else the data folder's), echoed."""
     data_dir = settings.classifier.data_dir
     tr = read_nfcats_csv(train or split_path(data_dir, "train"))
     va = read_nfcats_csv(valid or split_path(data_dir, "valid"))
+    echo(f"train: {len(tr)} questions from {tr.path}  {tr.counts()}")
+    echo(f"valid: {len(va)} questions from {va.path}")
     return tr, va
+
+
+def _calibration(
+    logits: np.ndarray, y: np.ndarray, temperature: float, probs: np.ndarray
+) -> dict[str, float]:
+    """NLL and ECE on valid before (temperature 1) and after calibration."""
+    return {
+        "nll_before": nll(logits, y, 1.0),
+        "nll_after": nll(logits, y, temperature),
+        "ece_before": expected_calibration_error(softmax(logits), y),
+        "ece_after": expected_calibration_error(probs, y),
+    }
+
+
+def _valid_metrics(report: Report) -> dict[str, Any]:
+    """The valid-set numbers an artefact's metadata keeps."""
+    return {"accuracy": report.accuracy, "macro_f1": report.macro_f1, "f1": report.f1_by_label()}
 
 
 def train_classifier(
@@ -106,9 +126,7 @@ def train_classifier(
     grid = grid or GRID
     base = base or HeadConfig()
     timings: dict[str, float] = {}
-    train, valid = _load_splits(settings, train_path, valid_path)
-    echo(f"train: {len(train)} questions from {train.path}  {train.counts()}")
-    echo(f"valid: {len(valid)} questions from {valid.path}")
+    train, valid = _load_splits(settings, train_path, valid_path, echo)
 
     t0 = time.perf_counter()
     encoder = load_sentence_model(settings, embedder, settings.classifier.device)
@@ -156,12 +174,7 @@ def train_classifier(
         probs = softmax(logits, ens_temperature)
     else:
         temperature_for_nll = temperature
-    calibration = {
-        "nll_before": nll(logits, y_va, 1.0),
-        "nll_after": nll(logits, y_va, temperature_for_nll),
-        "ece_before": expected_calibration_error(softmax(logits), y_va),
-        "ece_after": expected_calibration_error(probs, y_va),
-    }
+    calibration = _calibration(logits, y_va, temperature_for_nll, probs)
     report = classification_report(y_va, probs.argmax(axis=1))
     confidence = confidence_table(probs, y_va, THRESHOLDS)
     chosen = asdict(best.config) | {"best_epoch": best.best_epoch}
@@ -173,11 +186,7 @@ def train_classifier(
         seed=seed,
         hyperparameters=chosen,
         metrics={
-            "valid": {
-                "accuracy": report.accuracy,
-                "macro_f1": report.macro_f1,
-                "f1": report.f1_by_label(),
-            },
+            "valid": _valid_metrics(report),
             "calibration": calibration,
             "train_file": str(train.path),
             "valid_file": str(valid.path),
@@ -299,13 +308,9 @@ def train_finetuned_classifier(
 ) -> TrainSummary:
     """Fine-tune ``base`` (default ``classifier.embedder``) on train, keep the best valid epoch,
     fit a temperature on valid and save the artefact; returns what was measured."""
-    from typed_rag.models import ensure_model
-
     base = base or settings.classifier.embedder
     config = config or FineTuneConfig()
-    train, valid = _load_splits(settings, train_path, valid_path)
-    echo(f"train: {len(train)} questions from {train.path}  {train.counts()}")
-    echo(f"valid: {len(valid)} questions from {valid.path}")
+    train, valid = _load_splits(settings, train_path, valid_path, echo)
     echo(f"fine-tuning {base}: {config.epochs} epochs, lr {config.lr}, batch {config.batch_size}")
     folder = ensure_model(settings, base)
     res, _, enc_config = fine_tune(
@@ -315,12 +320,7 @@ def train_finetuned_classifier(
     logits = res.valid_logits
     temperature = fit_temperature(logits, y_va)
     probs = softmax(logits, temperature)
-    calibration = {
-        "nll_before": nll(logits, y_va, 1.0),
-        "nll_after": nll(logits, y_va, temperature),
-        "ece_before": expected_calibration_error(softmax(logits), y_va),
-        "ece_after": expected_calibration_error(probs, y_va),
-    }
+    calibration = _calibration(logits, y_va, temperature, probs)
     report = classification_report(y_va, probs.argmax(axis=1))
     confidence = confidence_table(probs, y_va, THRESHOLDS)
     chosen = asdict(config) | {"best_epoch": res.best_epoch}
@@ -333,11 +333,7 @@ def train_finetuned_classifier(
         seed=seed,
         hyperparameters=chosen,
         metrics={
-            "valid": {
-                "accuracy": report.accuracy,
-                "macro_f1": report.macro_f1,
-                "f1": report.f1_by_label(),
-            },
+            "valid": _valid_metrics(report),
             "calibration": calibration,
             "history": res.history,
             "train_seconds": res.seconds,

@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ from typing import IO
 import httpx
 
 from typed_rag.engines.base import ChatRequest, ChatResult, EngineError, StreamDelta
+from typed_rag.engines.llamacpp_jobs import default_threads
 from typed_rag.engines.openai_client import OpenAIEngine
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,6 @@ def default_binary(home: Path) -> Path:
 
 def find_binary(configured: str | Path | None, home: Path) -> Path:
     """The configured binary, else the set-up's build, else ``llama-server`` on PATH."""
-    import shutil
-
     if configured:
         path = Path(configured).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
@@ -117,8 +117,6 @@ class LlamaServerEngine(OpenAIEngine):
         max_retries: int = 3,
         max_concurrency: int = 8,
     ) -> None:
-        from typed_rag.engines.llamacpp import default_threads
-
         if slots < 1:
             raise EngineError(f"engine.server_slots must be at least 1, got {slots}")
         self.model_path = Path(model_path)

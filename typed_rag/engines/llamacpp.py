@@ -20,14 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future as ThreadFuture
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,78 +40,9 @@ from typed_rag.engines.base import (
     EngineError,
     StreamDelta,
 )
+from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, grammar, post, resolve
 
 log = logging.getLogger(__name__)
-
-DeltaSink = Callable[[str], None]
-
-
-@dataclass
-class _Job:
-    """One request on its way through the worker thread."""
-
-    request: ChatRequest | ChoiceRequest
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
-    on_delta: DeltaSink | None = None
-    cancelled: threading.Event = field(default_factory=threading.Event)
-
-
-class _Guard:
-    """Stopping criterion: ends a request once cancelled or at its token limit.
-
-    llama-cpp-python calls it after sampling each token with the ids evaluated
-    so far, so ``len(ids) - prompt_len + 1`` is the number of the token just sampled.
-    """
-
-    def __init__(self, cancelled: threading.Event, prompt_len: int, limit: int) -> None:
-        self.cancelled = cancelled
-        self.prompt_len = prompt_len
-        self.limit = limit
-        self.hit_limit = False
-
-    def __call__(self, ids: Any, _logits: Any) -> bool:
-        if self.cancelled.is_set():
-            return True
-        if len(ids) - self.prompt_len + 1 > self.limit:
-            self.hit_limit = True
-            return True
-        return False
-
-
-def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
-    """Run ``fn`` on the caller's loop; a loop that has gone away simply gets nothing."""
-    try:
-        loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:  # loop closed: its caller is gone
-        pass
-
-
-def _resolve(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)  # type: ignore[arg-type]
-
-
-def default_threads() -> int:
-    """Physical cores, as llama.cpp assumes (logical CPUs halved when there are several).
-
-    More threads than free cores makes llama.cpp much slower, not faster: its
-    threads spin at barriers while others are descheduled.
-    """
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cpus = cpus or 1
-    return max(1, cpus // 2) if cpus > 2 else cpus
-
-
-@lru_cache(maxsize=64)
-def _grammar(schema_json: str) -> Any:
-    from llama_cpp import LlamaGrammar
-
-    return LlamaGrammar.from_json_schema(schema_json, verbose=False)
 
 
 class LlamaCppEngine(Engine):
@@ -138,7 +66,7 @@ class LlamaCppEngine(Engine):
         self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
         self.prefix_cache = prefix_cache
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready: ThreadFuture[None] | None = None
         self._llm: Any = None
@@ -187,7 +115,7 @@ class LlamaCppEngine(Engine):
         """Queue the requests in order and await their results; cancelling drops them all."""
         await self.start()
         loop = asyncio.get_running_loop()
-        jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
+        jobs = [Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
         for job in jobs:
             self._queue.put(job)
         try:
@@ -203,7 +131,7 @@ class LlamaCppEngine(Engine):
         """The batch runs one request after another; each is yielded as it finishes."""
         await self.start()
         loop = asyncio.get_running_loop()
-        jobs = [_Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
+        jobs = [Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
         for job in jobs:
             self._queue.put(job)
         try:
@@ -217,11 +145,11 @@ class LlamaCppEngine(Engine):
         await self.start()
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue[str | None] = asyncio.Queue()
-        job = _Job(
+        job = Job(
             request=request,
             loop=loop,
             future=loop.create_future(),
-            on_delta=lambda text: _post(loop, pieces.put_nowait, text),
+            on_delta=lambda text: post(loop, pieces.put_nowait, text),
         )
         # Resolved after every piece was queued (call_soon_threadsafe keeps order).
         job.future.add_done_callback(lambda _f: pieces.put_nowait(None))
@@ -256,22 +184,22 @@ class LlamaCppEngine(Engine):
                     result: Any = self._score(job.request)
                 else:
                     result = self._run(job)
-                _post(job.loop, _resolve, job.future, result, None)
+                post(job.loop, resolve, job.future, result, None)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 if job.cancelled.is_set():  # aborted in llama_decode: nobody is waiting
                     log.debug("llama.cpp request aborted after its caller left: %s", exc)
-                    _post(job.loop, job.future.cancel)
+                    post(job.loop, job.future.cancel)
                 else:
                     log.exception("llama.cpp request failed")
-                    _post(job.loop, _resolve, job.future, None, exc)
+                    post(job.loop, resolve, job.future, None, exc)
             finally:
                 self._running = None
         self._llm.close()
         self._llm = None
 
     def _load(self) -> None:
-        from llama_cpp import Llama
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from llama_cpp import Llama  # heavy: llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy: llama_cpp
 
         start = time.perf_counter()
         llm = Llama(
@@ -306,7 +234,7 @@ class LlamaCppEngine(Engine):
         The stopping criterion only runs between sampled tokens; a long prompt
         is one llama_decode call per batch, which this callback interrupts.
         """
-        import llama_cpp
+        import llama_cpp  # heavy: llama_cpp
 
         def should_abort(_data: Any) -> bool:
             running = self._running
@@ -365,8 +293,8 @@ class LlamaCppEngine(Engine):
             latency_s=time.perf_counter() - start,
         )
 
-    def _run(self, job: _Job) -> ChatResult:
-        from llama_cpp import StoppingCriteriaList
+    def _run(self, job: Job) -> ChatResult:
+        from llama_cpp import StoppingCriteriaList  # heavy: llama_cpp
 
         llm, req = self._llm, job.request
         assert isinstance(req, ChatRequest)
@@ -379,7 +307,7 @@ class LlamaCppEngine(Engine):
                 f"(engine.n_ctx={self.n_ctx})"
             )
         limit = min(req.max_tokens, room)
-        guard = _Guard(job.cancelled, prompt_len=len(ids), limit=limit)
+        guard = Guard(job.cancelled, prompt_len=len(ids), limit=limit)
         criteria = StoppingCriteriaList([guard])
         if template_criteria is not None:
             criteria.extend(template_criteria)
@@ -398,7 +326,7 @@ class LlamaCppEngine(Engine):
             "repeat_penalty": 1.0,
         }
         if req.json_schema is not None:
-            kwargs["grammar"] = _grammar(json.dumps(req.json_schema, sort_keys=True))
+            kwargs["grammar"] = grammar(json.dumps(req.json_schema, sort_keys=True))
         if job.on_delta is None:
             out = llm.create_completion(**kwargs)
             choice, usage = out["choices"][0], out["usage"]

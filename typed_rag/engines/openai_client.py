@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
+import httpx
+
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
@@ -34,7 +36,7 @@ JsonMode = Literal["json_schema", "json_object"]
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed call may succeed if repeated: 429, 5xx, connection errors, timeouts."""
-    import openai
+    import openai  # heavy: openai
 
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
@@ -87,8 +89,7 @@ class OpenAIEngine(Engine):
 
     async def start(self) -> None:
         if self._client is None:
-            import httpx
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI  # heavy: openai
 
             self._client = AsyncOpenAI(
                 base_url=self.base_url,
@@ -155,7 +156,7 @@ class OpenAIEngine(Engine):
                 await asyncio.sleep(delay)
 
     def _wrap(self, exc: Exception) -> Exception:
-        import openai
+        import openai  # heavy: openai
 
         if isinstance(exc, openai.APIStatusError):
             return EngineError(f"{self.base_url} answered HTTP {exc.status_code}: {exc.message}")

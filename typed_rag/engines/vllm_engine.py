@@ -17,8 +17,9 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from typed_rag.config import Settings
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
@@ -29,9 +30,6 @@ from typed_rag.engines.base import (
     gather_or_cancel,
 )
 
-if TYPE_CHECKING:
-    from typed_rag.config import Settings
-
 log = logging.getLogger(__name__)
 
 GiB = 1 << 30
@@ -39,7 +37,7 @@ GiB = 1 << 30
 
 def _import_vllm() -> Any:
     try:
-        import vllm
+        import vllm  # heavy: vllm
     except ImportError as exc:
         raise EngineError(
             "engine.backend=vllm needs the vllm package (GPU: pip install 'typed-rag[gpu]', "
@@ -107,9 +105,9 @@ class VllmEngine(Engine):
         if self._llm is not None:
             return
         _import_vllm()
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.platforms import current_platform
-        from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.engine.arg_utils import AsyncEngineArgs  # heavy: vllm
+        from vllm.platforms import current_platform  # heavy: vllm
+        from vllm.v1.engine.async_llm import AsyncLLM  # heavy: vllm
 
         kwargs = dict(self.engine_kwargs)
         if current_platform.is_cpu():
@@ -151,8 +149,8 @@ class VllmEngine(Engine):
         return {"prompt_token_ids": ids}
 
     def _sampling(self, req: ChatRequest, delta: bool) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+        from vllm import SamplingParams  # heavy: vllm
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams  # heavy: vllm
 
         structured = (
             StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None

@@ -30,8 +30,8 @@ def is_converted(dest: Path, source_id: str) -> bool:
 
 def gguf_to_hf(gguf: Path, dest: Path, source_id: str, dtype: str = "bfloat16") -> Path:
     """Convert ``gguf`` into a transformers folder at ``dest`` (atomically, via a temp folder)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # heavy: torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: transformers
 
     torch_dtype = getattr(torch, dtype)
     start = time.perf_counter()

@@ -23,7 +23,7 @@ from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.models import convert
 from typed_rag.models.integrity import ModelIntegrityError, verify, write_stamp
-from typed_rag.models.registry import ModelSpec, get_spec
+from typed_rag.models.registry import MODELS, ModelSpec, get_spec
 from typed_rag.models.sources import (
     FetchError,
     assemble_concat,
@@ -202,8 +202,6 @@ def _remove(path: Path) -> None:
 
 def list_installed(settings: Settings) -> dict[str, Path]:
     """Registry models present under ``models_dir`` (not re-verified)."""
-    from typed_rag.models.registry import MODELS
-
     return {
         spec.name: model_path(settings, spec)
         for spec in MODELS

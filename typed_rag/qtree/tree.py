@@ -14,11 +14,13 @@ per node (extras are cut), no empty or repeated sub-query.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from typed_rag import json_reply
+from typed_rag.json_reply import PlanError
 
 DEPTH = 3
 WIDTH = 3
@@ -33,15 +35,11 @@ class TreeError(ValueError):
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON value that opens with ``{`` or ``[`` in ``text`` (fenced or in prose)."""
-    decoder = json.JSONDecoder()
-    for start, ch in enumerate(text or ""):
-        if ch in "{[":
-            try:
-                return decoder.raw_decode(text, start)[0]
-            except json.JSONDecodeError:
-                continue
-    raise TreeError("no JSON in reply")
+    """The first JSON object or array in ``text`` (the core reader), as a TreeError if none."""
+    try:
+        return json_reply.extract_json(text)
+    except PlanError:
+        raise TreeError("no JSON in reply") from None
 
 
 def tree_schema(width: int = WIDTH, depth: int = DEPTH) -> dict[str, Any]:

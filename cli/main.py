@@ -1,30 +1,31 @@
 """The ``typed-rag`` command: one entry point, subcommands registered by each area.
 
-Each area's ``commands`` module defines ``register(subparsers)``, which adds its
+Each ``cli`` module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its
 subcommands and sets ``func(args, settings) -> int`` on them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from pydantic import ValidationError
 
-from typed_rag.config import load_settings
+from cli import ask, classifier, evaluation, indexes, models, serve
+from typed_rag.config import load_settings, parse_overrides
 from typed_rag.errors import UserError
 
-COMMAND_MODULES = (
-    "indexes.commands",  # index build, retrieve, corpus download
-    "typed_rag.engines.commands",  # models pull/list
-    "typed_rag.classifier.commands",  # classifier train/eval
-    "typed_rag.commands",  # ask
-    "serving.commands",  # serve, ui
-    "eval.commands",  # eval run/report/label
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    indexes,  # index build, retrieve, corpus download
+    models,  # models pull/list
+    classifier,  # classifier train/eval
+    ask,  # ask, conversations
+    serve,  # serve, ui
+    evaluation,  # eval run/report/label/constraints-*
 )
 
 
@@ -41,20 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
-
-
-def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
-    """``--set KEY=VALUE`` pairs as ``load_settings`` overrides (the benchmarks take them too)."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"--set expects KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

@@ -7,6 +7,12 @@ import json
 import time
 from pathlib import Path
 
+import typed_rag.retrieval.manifest as mf
+from eval.labels import default_labels_path
+from indexes.build import build_index
+from indexes.dense import build_dense
+from indexes.download import REGISTRY, download
+from indexes.evaluate import evaluate, format_table, judge
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
@@ -125,8 +131,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "is run again. DPR publishes no checksum for psgs_w100.tsv.gz: pass --sha256 or "
         "--md5 to check against a value you trust; the sha256 is always printed.",
     )
-    from indexes.download import REGISTRY
-
     dl.add_argument("name", choices=sorted(REGISTRY), help="which corpus")
     dl.add_argument("--out", help="folder (default: <home>/corpora)")
     dl.add_argument("--url", help="download from this URL instead (a mirror)")
@@ -147,9 +151,6 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
 
 def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
     """BM25 first (kept when present and up to date), then the resumable dense encode."""
-    import typed_rag.retrieval.manifest as mf
-    from indexes.dense import build_dense
-
     out = Path(args.out).expanduser() if args.out else settings.index_dir
     if args.corpus or mf.read_manifest(out) is None:
         _index_build_bm25(args, settings, if_missing=True)
@@ -169,8 +170,6 @@ def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missing: bool) -> int:
-    from indexes.build import build_index
-
     report = build_index(
         settings,
         corpus=args.corpus,
@@ -197,9 +196,6 @@ def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missin
 
 
 def _index_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from eval.labels import default_labels_path
-    from indexes.evaluate import evaluate, format_table
-
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
     if args.latency_queries < 1 or args.batch < 1:
@@ -228,8 +224,6 @@ def _index_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _index_judge(args: argparse.Namespace, settings: Settings) -> int:
-    from indexes.evaluate import judge
-
     k = settings.retrieval.top_k if args.k is None else args.k
     if k < 1 or args.sample < 1:
         raise UserError("-k and --sample must be at least 1")
@@ -302,8 +296,6 @@ def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _corpus_download(args: argparse.Namespace, settings: Settings) -> int:
-    from indexes.download import REGISTRY, download
-
     resource = REGISTRY[args.name]
     folder = Path(args.out).expanduser() if args.out else settings.home / "corpora"
     result = download(

@@ -6,6 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from typed_rag.classifier import build_classifier
+from typed_rag.classifier.data import read_nfcats_csv, split_path
+from typed_rag.classifier.metrics import format_confidence_table, format_report
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
@@ -63,8 +66,7 @@ def _kind(args: argparse.Namespace, settings: Settings) -> str:
 
 
 def _train(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier import training
-    from typed_rag.classifier.metrics import format_confidence_table, format_report
+    from typed_rag.classifier import training  # heavy: torch
 
     kind = _kind(args, settings)
     if args.if_missing and (existing := _up_to_date(settings, args, kind)) is not None:
@@ -101,7 +103,7 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
 
 def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path | None:
     """The existing artefact if it loads and was trained with the requested encoder and seed."""
-    from typed_rag.classifier import embedding_head, finetune
+    from typed_rag.classifier import embedding_head, finetune  # heavy: torch
 
     wanted = args.embedder or settings.classifier.embedder
     if args.train is not None or args.valid is not None:
@@ -124,10 +126,7 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier import build_classifier
-    from typed_rag.classifier.data import read_nfcats_csv, split_path
-    from typed_rag.classifier.metrics import format_confidence_table, format_report
-    from typed_rag.classifier.training import evaluate
+    from typed_rag.classifier.training import evaluate  # heavy: torch
 
     data = read_nfcats_csv(args.data or split_path(settings.classifier.data_dir, "valid"))
     classifier = build_classifier(settings)
@@ -157,8 +156,6 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _predict(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier import build_classifier
-
     classifier = build_classifier(settings)
     preds = classifier.predict(args.questions, settings.classifier.min_confidence)
     for q, p in zip(args.questions, preds, strict=True):

@@ -10,6 +10,9 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import uvicorn
+
+from serving.app import create_app
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
@@ -64,10 +67,6 @@ def _with_server(settings: Settings, **changes: object) -> Settings:
 
 
 def run_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from serving.app import create_app
-
     settings = _with_server(
         settings, host=args.host, port=args.port, ui=False if args.no_ui else None
     )
@@ -153,7 +152,7 @@ def normalise_api_url(url: str) -> str:
 def run_ui(args: argparse.Namespace, settings: Settings) -> int:
     api = normalise_api_url(args.api)
     try:
-        from ui.demo import launch
+        from ui.demo import launch  # heavy: gradio
     except ImportError as exc:
         raise UserError(
             f"the demo needs gradio ({exc}); install it with: pip install 'typed-rag[ui]'"

@@ -19,10 +19,12 @@ from typed_rag.conversation_set import (
     read_conversations,
     write_conversations,
 )
+from typed_rag.engines import build_engine
 from typed_rag.engines.base import EngineError
 from typed_rag.errors import UserError
 from typed_rag.pipelines import MODES, describe_plan
 from typed_rag.result import Result
+from typed_rag.system import TypedRAG
 from typed_rag.types import QuestionType
 
 DEFAULT_SET = Path("results/conversations/wiki_nfqa_followups.jsonl")
@@ -105,9 +107,6 @@ async def _conversations_eval(
     conversations: list[Conversation],
     on_row: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
-    from typed_rag.engines import build_engine
-    from typed_rag.system import TypedRAG
-
     rag = TypedRAG(settings, engine=build_engine(settings))
     async with rag:
         return await evaluate(rag, conversations, on_row)
@@ -136,8 +135,6 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _ask(args: argparse.Namespace, settings: Settings) -> Result:
-    from typed_rag.system import TypedRAG
-
     rag = TypedRAG.from_settings(settings)
     async with rag:
         return await rag.answer(

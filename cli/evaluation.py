@@ -1,0 +1,320 @@
+"""``typed-rag eval label|run|judge-validity|report``: Wiki-NFQA type labels, LINKAGE runs, reports.
+
+The ``constraints-*`` subcommands live in :mod:`cli.eval_constraints`; what both
+share (data and scorer options) in :mod:`cli.eval_shared`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from cli import eval_constraints
+from cli.eval_shared import (
+    build_classifier,
+    data_args,
+    load_data,
+    scorer_args,
+    scorer_settings_for,
+    warn_if_self_judged,
+)
+from eval.distributed import DistributedEvalRunner
+from eval.judge_run import render, run_validity
+from eval.labels import (
+    classify_questions,
+    default_labels_path,
+    distribution_table,
+    load_labels,
+    save_labels,
+)
+from eval.manifest import scorer_name, write_manifest
+from eval.methods import parse_methods
+from eval.report import write_report
+from eval.runner import RUN_LABELS, EvalRunner
+from eval.selection import select_questions
+from eval.wikinfqa import parse_subsets
+from typed_rag import engines, system
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.types import QuestionType
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``eval`` and its subcommands."""
+    parser = sub.add_parser("eval", help="evaluate on Wiki-NFQA with LINKAGE (label, run, report)")
+    eval_sub = parser.add_subparsers(dest="eval_command", required=True, metavar="EVAL_COMMAND")
+
+    p = eval_sub.add_parser("label", help="classify every Wiki-NFQA question and store the types")
+    data_args(p)
+    p.add_argument(
+        "--out", type=Path, help="labels JSON (default: <home>/eval/wikinfqa-labels.json)"
+    )
+    p.set_defaults(func=cmd_label)
+
+    p = eval_sub.add_parser("run", help="answer, score (LINKAGE) and report; resumable")
+    data_args(p)
+    p.add_argument("--out", type=Path, required=True, help="run directory (created or resumed)")
+    p.add_argument("--methods", default="llm,rag,typed-rag", help="comma list of llm,rag,typed-rag")
+    p.add_argument("--limit", type=int, help="at most N questions per subset (file order)")
+    p.add_argument("--sample", type=int, help="N questions, even over subsets, then by type")
+    p.add_argument(
+        "--first",
+        type=int,
+        help="the first N of a seeded shuffle of the selected questions (grow a run in waves)",
+    )
+    p.add_argument(
+        "--types", help="only questions labelled with these types (comma list of nf-cats labels)"
+    )
+    p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
+    p.add_argument("--scorer-config", type=Path, help="TOML settings for the scorer engine")
+    p.add_argument("--scorer-backend", help="scorer engine backend (llamacpp, vllm, openai)")
+    p.add_argument("--scorer-model", help="scorer model name, path or id")
+    p.add_argument("--scorer-base-url", help="scorer OpenAI-compatible base URL")
+    p.add_argument(
+        "--paper-off-by-one",
+        action="store_true",
+        help="use the paper's prompt ([[n]] = worse than all) instead of original LINKAGE",
+    )
+    p.add_argument("--coverage", action="store_true", help="also judge sub-question coverage")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="spread the questions over Ray actors: 'local' (start Ray here), 'auto' or "
+        "ray://HOST:10001; the run directory stays on this machine",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        metavar="N",
+        help="Ray actors (default: one per GPU for vLLM, else one per engine.n_threads CPUs)",
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = eval_sub.add_parser(
+        "judge-validity",
+        help="how often judging protocols order Wiki-NFQA answers of known quality correctly",
+    )
+    data_args(p)
+    p.add_argument("--out", type=Path, default=Path("results/judge"), help="output folder")
+    p.add_argument("--questions", type=int, default=200, help="questions (default 200)")
+    p.add_argument(
+        "--pool", type=int, default=80, help="questions the generator answers (default 80)"
+    )
+    p.add_argument(
+        "--protocols",
+        default="linkage-prob",
+        help="comma list of linkage-sampled, linkage, linkage-prob, rubric-prob, pairwise-prob",
+    )
+    p.add_argument(
+        "--ensembles",
+        default="",
+        help="comma list of ensembles to summarize, e.g. linkage-prob+rubric-prob or "
+        "linkage-prob@MODEL_A+linkage-prob@MODEL_B (models as in summary.json)",
+    )
+    p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
+    p.add_argument("--seed", type=int, default=7, help="question and candidate draw")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    scorer_args(p, "judge")
+    p.set_defaults(func=cmd_judge_validity)
+
+    p = eval_sub.add_parser("report", help="tables, per-type figure, failures and cost of a run")
+    p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
+    p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
+    p.set_defaults(func=cmd_report)
+
+    eval_constraints.register(eval_sub)
+
+
+# Backends whose engine exposes next-token probabilities (Engine.score_choices).
+PROB_BACKENDS = ("llamacpp", "fake")
+
+
+def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
+    protocol = settings.eval.judge_protocol
+    if protocol.startswith("linkage-prob") and scorer.engine.backend not in PROB_BACKENDS:
+        raise UserError(
+            f"judge protocol {protocol} reads token probabilities, which the "
+            f"{scorer.engine.backend} backend does not expose; use a llamacpp scorer or "
+            "--set eval.judge_protocol=linkage"
+        )
+
+
+def _type_list(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    try:
+        return [QuestionType.parse(v).value for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        raise UserError(f"--types: {exc}") from None
+
+
+# ---------------------------------------------------------------------- label
+
+
+def cmd_label(args: argparse.Namespace, settings: Settings) -> int:
+    data = load_data(args, settings)
+    classifier = build_classifier(settings)
+    labels = classify_questions(data.records, classifier, settings.classifier.min_confidence)
+    path = save_labels(
+        labels, args.out or default_labels_path(settings), source=getattr(classifier, "name", "")
+    )
+    print(distribution_table(labels))
+    print(f"\nwrote {path} and {path.with_suffix('.csv')}")
+    return 0
+
+
+def obtain_labels(
+    settings: Settings, records: list[Any], run_dir: Path, labels_file: Path | None
+) -> dict[str, Any]:
+    """The run's stored labels, else --labels, else the default file; classify what is missing."""
+    run_labels = run_dir / RUN_LABELS
+    labels: dict[str, Any] = {}
+    if run_labels.exists():
+        labels = load_labels(run_labels)
+    elif labels_file is not None:
+        labels = load_labels(labels_file)
+    elif default_labels_path(settings).exists():
+        labels = load_labels(default_labels_path(settings))
+    missing = [r for r in records if r.question_id not in labels]
+    if missing:
+        log.info("classifying %d question(s) without a stored type", len(missing))
+        try:
+            classifier = build_classifier(settings)
+        except UserError as exc:
+            raise UserError(
+                f"{exc} (needed to type {len(missing)} question(s); or run `typed-rag eval "
+                "label` first, or pass --labels FILE)"
+            ) from None
+        labels.update(classify_questions(missing, classifier, settings.classifier.min_confidence))
+    save_labels(labels, run_labels, source="run")
+    return labels
+
+
+# ---------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.ray_workers is not None and not args.ray:
+        raise UserError("--ray-workers needs --ray ADDRESS (e.g. --ray local)")
+    if args.paper_off_by_one:
+        settings = settings.model_copy(
+            update={"eval": settings.eval.model_copy(update={"paper_off_by_one": True})}
+        )
+    methods = parse_methods(args.methods)
+    subsets = parse_subsets(args.subsets)
+    scorer = scorer_settings_for(settings, args)
+    _check_judge_backend(settings, scorer)
+    warn_if_self_judged(settings, scorer, "scorer")
+    data = load_data(args, settings)
+    run_dir: Path = args.out
+    run_dir.mkdir(parents=True, exist_ok=True)
+    labels = obtain_labels(settings, data.records, run_dir, args.labels)
+    records = select_questions(
+        data.records,
+        labels,
+        args.limit,
+        args.sample,
+        settings.eval.sample_seed,
+        _type_list(args.types),
+        args.first,
+    )
+    write_manifest(
+        run_dir,
+        settings,
+        scorer,
+        methods=methods,
+        subsets=subsets,
+        question_ids=[r.question_id for r in records],
+        options={
+            "limit": args.limit,
+            "sample": args.sample,
+            "types": args.types,
+            "first": args.first,
+            "coverage": args.coverage,
+            "skipped_bad_records": len(data.bad),
+        },
+    )
+    print(
+        f"evaluating {len(records)} question(s) x {len(methods)} method(s); "
+        f"generator {settings.engine.backend}:{settings.engine.model}, scorer {scorer_name(scorer)}"
+    )
+
+    # An llm-only run needs no index: TypedRAG tolerates a missing one in llm mode.
+    generator = settings.model_copy(update={"mode": "llm"}) if methods == ["llm"] else settings
+
+    def make_answerer() -> Any:
+        return system.TypedRAG.from_settings(generator)
+
+    def make_scorer() -> Any:
+        return engines.build_engine(scorer)
+
+    if args.ray:  # same phases and files; batches run on Ray actors (eval/distributed.py)
+        runner: EvalRunner = DistributedEvalRunner(
+            settings,
+            run_dir,
+            address=args.ray,
+            workers=args.ray_workers,
+            generator_settings=generator,
+            scorer_settings=scorer,
+            labels=labels,
+            progress=not args.no_progress,
+        )
+    else:
+        runner = EvalRunner(
+            settings,
+            run_dir,
+            answerer=make_answerer,
+            scorer_engine=make_scorer,
+            scorer_settings=scorer,
+            labels=labels,
+            progress=not args.no_progress,
+        )
+    stats = asyncio.run(runner.run(records, methods, coverage=args.coverage))
+    for method, c in stats.answers.items():
+        print(f"answers {method}: {c.computed} new, {c.done_before} resumed, {c.failed} failed")
+    s = stats.scores
+    print(f"scores: {s.computed} new, {s.done_before} resumed, {s.failed} never parsed")
+    files = write_report(run_dir, settings)
+    print(f"report: {files.markdown}")
+    return 0
+
+
+# ---------------------------------------------------------------------- judge validity
+
+
+def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
+    data = load_data(args, settings)
+    judge = scorer_settings_for(settings, args)
+    labels = obtain_labels(settings, data.records, args.out, args.labels)
+    summary = run_validity(
+        settings,
+        judge,
+        data.records,
+        labels,
+        args.out,
+        questions=args.questions,
+        pool_size=args.pool,
+        protocols=[p.strip() for p in args.protocols.split(",") if p.strip()],
+        ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    print(render(summary))
+    print(f"\nwrote {args.out / 'summary.json'}")
+    return 0
+
+
+# ---------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    files = write_report(args.run_dir, settings, args.out)
+    print(files.markdown.read_text(encoding="utf-8"))
+    print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
+    return 0
