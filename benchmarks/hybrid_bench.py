@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexes.answer_recall import SUBSETS, ground_truth, normalize
+from eval.retrieval.answer_recall import SUBSETS, ground_truth, normalize
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -199,10 +199,10 @@ def dtype_check(settings: Any, index_dir: Path, queries: Sequence[str], n: int, 
     """bfloat16 vs float32 encoding of ``n`` sampled slice passages: speed, agreement of the
     exact top-10 for 100 questions, and cosine between the two embeddings of a passage."""
     import numpy as np
+    from typed_rag.retrityped_rag.store import PassageStore
 
     from typed_rag.encoder import encode
     from typed_rag.retrieval.dense import load_dense_encoder, top_k_inner_product
-    from typed_rag.retrieval.store import PassageStore
     from typed_rag.retrieval.text import encoder_text
 
     store = PassageStore(index_dir)
@@ -262,8 +262,8 @@ def context_coverage(
     judge each retriever's top-5 passages."""
     from eval.coverage import CoverageJudge, answerability_messages
     from eval.coverage_parse import parse_answerability
-    from eval.resample import generate_until_parsed
     from typed_rag.engines.factory import build_engine
+    from typed_rag.resample import generate_until_parsed
 
     engine = build_engine(settings)
     judge = CoverageJudge.from_settings(engine, settings)

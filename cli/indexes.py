@@ -9,10 +9,10 @@ from pathlib import Path
 
 import typed_rag.retrieval.manifest as mf
 from eval.labels import default_labels_path
+from eval.retrieval.evaluate import evaluate, format_table, judge
 from indexes.build import build_index
 from indexes.dense import build_dense
 from indexes.download import REGISTRY, download
-from indexes.evaluate import evaluate, format_table, judge
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 

@@ -37,9 +37,9 @@ from eval.coverage_parse import (
     parse_coverage,
     parse_decomposition,
 )
-from eval.resample import Judge, Outcome, generate_until_parsed
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
+from typed_rag.resample import Judge, Outcome, generate_until_parsed
 
 WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}
 MAX_PASSAGE_CHARS = 700

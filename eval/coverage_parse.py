@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval.resample import Parsed
 from typed_rag.json_reply import extract_json
+from typed_rag.resample import Parsed
 
 KINDS: tuple[str, ...] = ("core", "background", "follow_up")
 MAX_PER_KIND = 5

@@ -22,10 +22,10 @@ from eval.judges import Judgement, ensemble, gated, judge, parse_protocol
 from eval.labels import QuestionLabel
 from eval.manifest import scorer_name
 from eval.resume import progress_bar
-from eval.store import JsonlStore
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag import engines, system
 from typed_rag.config import Settings
+from typed_rag.store import JsonlStore
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval.resample import Judge, Parsed, generate_until_parsed
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, Engine
+from typed_rag.resample import Judge, Parsed, generate_until_parsed
 
 REFERENCE_LABEL_ORDER: tuple[int, ...] = (3, 2, 1, 0)
 

@@ -70,8 +70,9 @@ def paired_scores(
 ) -> dict[str, Any]:
     """Paired MRR/MPR differences for every pair of ``methods`` present, per group.
 
-    Only questions where every method's verdict is usable enter (``questions``);
-    the others are counted as ``dropped``.
+    Each pair is compared on the questions where both of its methods' verdicts are
+    usable (a method variant still being scored does not shrink the other pairs);
+    ``questions`` counts those where every method's is, the others are ``dropped``.
     """
     by_q: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
     meta: dict[str, Mapping[str, Any]] = {}
@@ -87,7 +88,7 @@ def paired_scores(
         if a not in methods or b not in methods:
             continue
         members: dict[str, list[str]] = defaultdict(list)
-        for q in common:
+        for q in sorted(q for q in meta if a in by_q[q] and b in by_q[q]):
             for g in groups_of(meta[q]):
                 members[g].append(q)
         for group, qs in members.items():
@@ -185,8 +186,9 @@ def render_paired(rep: Mapping[str, Any]) -> list[str]:
     out = [
         "## Paired differences (same questions, per-question difference, bootstrap 95% CI)",
         "",
-        f"{paired.get('questions', 0)} question(s) where every method's verdict is usable; "
-        f"{paired.get('dropped', 0)} dropped. *typed* = questions routed to a typed pipeline "
+        "Each pair on the questions where both verdicts are usable (its n); "
+        f"{paired.get('questions', 0)} question(s) where every method's is, "
+        f"{paired.get('dropped', 0)} not. *typed* = questions routed to a typed pipeline "
         "(Reason, Instruction, Debate, Experience, Comparison), where the methods differ.",
         "",
         "| a - b | group | n | MRR diff [95% CI] | MPR diff [95% CI] |",

@@ -38,10 +38,10 @@ from eval.paired import (
 )
 from eval.report_markdown import ALL, est_of, render_markdown
 from eval.runner import ANSWERS, COVERAGE, RUN_LABELS, SCORES
-from eval.store import JsonlStore
 from eval.wikinfqa import SUBSETS, load_wikinfqa
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.store import JsonlStore
 
 FIGURE = "mpr_by_type.png"
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from eval.store import JsonlStore
+from typed_rag.store import JsonlStore
 
 T = TypeVar("T")
 

@@ -22,11 +22,11 @@ from typing import Any
 from eval.constraints.topics import as_sentence, content_words, topics_overlap
 from eval.coverage_parse import BAD_SHAPE, NO_JSON
 from eval.labels import UNLABELLED, QuestionLabel, type_of
-from eval.resample import Parsed, generate_until_parsed
 from eval.wikinfqa import SUBSETS, WikiNFQARecord
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
 from typed_rag.json_reply import extract_json
+from typed_rag.resample import Parsed, generate_until_parsed
 from typed_rag.types import QuestionType
 
 # Parse failure reasons of set building (besides NO_JSON and BAD_SHAPE).

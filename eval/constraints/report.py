@@ -26,10 +26,10 @@ from eval.constraints.runner import (
 from eval.constraints.topics import topics_overlap
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
 from eval.metrics import estimate
-from eval.store import JsonlStore, read_jsonl
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
 from typed_rag.errors import UserError
+from typed_rag.store import JsonlStore, read_jsonl
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"

@@ -33,10 +33,10 @@ from eval.resume import (
     split_pending,
     store_batch,
 )
-from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
+from typed_rag.store import JsonlStore
 from typed_rag.system import TypedRAG
 
 # Named as before the split into a package, so log lines read the same.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.context.judge import CruxJudge, GradeItem
-from eval.store import JsonlStore
+from typed_rag.store import JsonlStore
 
 SUBQUESTIONS = "subquestions.jsonl"
 GRADES = "grades.jsonl"

@@ -16,10 +16,10 @@ from eval.linkage import (
     parse_rank,
     scorer_messages,
 )
-from eval.resample import generate_until_parsed
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
+from typed_rag.resample import generate_until_parsed
 
 
 def record(qid: str = "q1", labels: tuple[int, ...] = (0, 3, 1, 2, 0, 1, 3, 2)) -> WikiNFQARecord:

@@ -231,7 +231,7 @@ def test_cli_errors_are_clear(
 def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Path) -> None:
     """Answers stored, nothing scored yet: the report still renders, with nulls not NaN."""
     from eval.manifest import write_manifest
-    from eval.store import JsonlStore
+    from typed_rag.store import JsonlStore
 
     settings = load_settings(None, **{"eval.bootstrap": 10})
     run_dir = tmp_path / "live"

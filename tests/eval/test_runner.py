@@ -12,12 +12,12 @@ from eval.labels import classify_questions
 from eval.methods import parse_methods
 from eval.resume import EvalAborted
 from eval.runner import ANSWERS, SCORES, EvalRunner
-from eval.store import JsonlStore
 from eval.wikinfqa import load_wikinfqa
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
 from typed_rag.config import Settings, load_settings
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
+from typed_rag.store import JsonlStore
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from cli.main import main
+from eval.retrieval.answer_recall import HitFinder, ground_truth, normalize, recall_at
+from eval.retrieval.evaluate import Spec, settings_spec
 from indexes import build_index
-from indexes.answer_recall import HitFinder, ground_truth, normalize, recall_at
-from indexes.evaluate import Spec, settings_spec
 from tests.eval.conftest import make_record, write_subset
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
@@ -306,7 +306,7 @@ def _answers(path: Path) -> Path:
 
 
 def test_pipeline_queries_and_parse(tmp_path: Path) -> None:
-    from indexes.relevance import fixed_sample, parse_relevance, pipeline_queries
+    from eval.retrieval.relevance import fixed_sample, parse_relevance, pipeline_queries
 
     pairs = pipeline_queries(_answers(tmp_path / "answers.jsonl"))
     assert pairs == [
@@ -325,7 +325,7 @@ def test_pipeline_queries_and_parse(tmp_path: Path) -> None:
 
 
 def test_judged_rows_count_the_judge_verdicts(index: BM25Index) -> None:
-    from indexes.relevance import judged_rows
+    from eval.retrieval.relevance import judged_rows
     from typed_rag.engines.base import ChatRequest
     from typed_rag.engines.fake import FakeEngine
 
@@ -369,7 +369,7 @@ def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
 
 
 def test_floor_calibration_keeps_answer_passages() -> None:
-    from indexes.evaluate import floor_calibration
+    from eval.retrieval.evaluate import floor_calibration
 
     def p(pid: str, text: str, score: float) -> Passage:
         return Passage(id=pid, title="", text=text, rerank_score=score)
@@ -389,7 +389,7 @@ def test_floor_calibration_keeps_answer_passages() -> None:
 
 def test_index_eval_reports_types_and_the_typed_subset(settings: Settings, tmp_path: Path) -> None:
     from eval.labels import QuestionLabel, save_labels
-    from indexes.evaluate import evaluate
+    from eval.retrieval.evaluate import evaluate
 
     build_index(settings, show_progress=False)
     data = _nfqa(tmp_path / "nfqa")

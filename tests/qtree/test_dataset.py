@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.store import read_jsonl
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
@@ -19,6 +18,7 @@ from typed_rag.qtree import (
 from typed_rag.qtree.dataset import DATASET, INSTRUCTIONS, TREES
 from typed_rag.qtree.outlines import follows_rule, is_connected
 from typed_rag.qtree.summary import write_summary
+from typed_rag.store import read_jsonl
 
 QUESTIONS = [
     QTreeQuestion("a", "Tea: how is it made?", source="wikinfqa"),

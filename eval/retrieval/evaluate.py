@@ -10,7 +10,7 @@ A config is named by a spec: a first stage, optionally followed by a reranker::
     bm25/t0.3/a0.1           BM25 top 100 rescored by title match and article support
 
 Every config answers all questions (``k = 100``); recall@k is the share of questions
-whose normalised gold answer string is in the top k (:mod:`indexes.answer_recall`),
+whose normalised gold answer string is in the top k (:mod:`eval.retrieval.answer_recall`),
 overall, per subset and, with a labels file, per question type and for the typed
 subset (the types with their own pipeline). Latency is single-query wall time on a
 fixed sample of questions, with the reranker's passage cache emptied before each, so
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from eval.labels import load_labels
+from eval.retrieval.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
+from eval.retrieval.relevance import fixed_sample, judged_rows, pipeline_queries
 from eval.wikinfqa import load_wikinfqa
-from indexes.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
-from indexes.relevance import fixed_sample, judged_rows, pipeline_queries
 from typed_rag.config import Settings
 from typed_rag.encoder import load_sentence_model
 from typed_rag.engines.factory import build_engine
@@ -339,7 +339,7 @@ def judge(
     out_dir: Path | None = None,
     method: str = "typed-rag",
 ) -> list[dict[str, Any]]:
-    """Judged relevance (indexes.relevance) of each config's top-``k`` for a fixed sample
+    """Judged relevance (eval.retrieval.relevance) of each config's top-``k`` for a fixed sample
     of the queries the typed pipelines issued in an evaluation run."""
     pairs = pipeline_queries(answers, method)
     if not pairs:

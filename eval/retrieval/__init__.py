@@ -1,0 +1,1 @@
+"""Retrieval evaluation on Wiki-NFQA: answer recall, judged relevance, configuration specs."""
