@@ -199,10 +199,10 @@ def dtype_check(settings: Any, index_dir: Path, queries: Sequence[str], n: int, 
     """bfloat16 vs float32 encoding of ``n`` sampled slice passages: speed, agreement of the
     exact top-10 for 100 questions, and cosine between the two embeddings of a passage."""
     import numpy as np
-    from typed_rag.retrityped_rag.store import PassageStore
 
     from typed_rag.encoder import encode
     from typed_rag.retrieval.dense import load_dense_encoder, top_k_inner_product
+    from typed_rag.retrieval.store import PassageStore
     from typed_rag.retrieval.text import encoder_text
 
     store = PassageStore(index_dir)

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cli import eval_constraints
+from cli import eval_constraints, eval_papers
 from cli.eval_shared import (
     build_classifier,
     data_args,
@@ -129,6 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_report)
 
     eval_constraints.register(eval_sub)
+    eval_papers.register(eval_sub)
 
 
 # Backends whose engine exposes next-token probabilities (Engine.score_choices).

@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 from tqdm._monitor import TMonitor
 from tqdm.auto import tqdm
-from typed_rag.retrityped_rag.store import PassageStoreWriter
 
 import typed_rag.retrieval.manifest as mf
 from indexes.corpus import CorpusReader, OnError, resolve_corpus
@@ -55,6 +54,7 @@ from indexes.score_matrix import TF_FILE, TID_FILE, write_csc
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER, Analyzer
+from typed_rag.retrieval.store import PassageStoreWriter
 from typed_rag.retrieval.vocab import write_hashed_vocab
 
 log = logging.getLogger(__name__)

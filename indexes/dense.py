@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
-from typed_rag.retrityped_rag.store import PassageStore
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
@@ -38,6 +37,7 @@ from typed_rag.retrieval.dense import (
     load_dense_encoder,
     store_identity,
 )
+from typed_rag.retrieval.store import PassageStore
 from typed_rag.retrieval.text import encoder_text
 
 log = logging.getLogger(__name__)

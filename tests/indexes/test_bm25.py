@@ -10,7 +10,6 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import pytest
-from typed_rag.retrityped_rag.store import PassageStore
 
 from indexes import build_index
 from tests.conftest import TINY_PASSAGES, write_tsv
@@ -19,6 +18,7 @@ from typed_rag.errors import UserError
 from typed_rag.retrieval import BM25Index, open_retriever
 from typed_rag.retrieval.analyzer import Analyzer, bm25s_tokenizer
 from typed_rag.retrieval.bm25 import numba_available
+from typed_rag.retrieval.store import PassageStore
 
 AUTUMN = "why do leaves change color in autumn"
 
@@ -101,7 +101,7 @@ def test_store_returns_each_passage(settings: Settings, index_dir: Path) -> None
 
 
 def test_store_round_trips_unicode_and_empty_title(tmp_path: Path) -> None:
-    from typed_rag.retrityped_rag.store import PassageStoreWriter
+    from typed_rag.retrieval.store import PassageStoreWriter
 
     rows = [
         ("α-1", "", "naïve café — ünïcödé"),

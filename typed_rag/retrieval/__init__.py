@@ -5,7 +5,7 @@
 - :mod:`~typed_rag.retrieval.bm25` (with :mod:`~typed_rag.retrieval.prf`'s RM3 and
   :mod:`~typed_rag.retrieval.rescore`), :mod:`~typed_rag.retrieval.dense` and
   :mod:`~typed_rag.retrieval.fusion`: the searches over an index folder, whose files are
-  described by :mod:`~typed_rag.retrityped_rag.store`, ``vocab``, ``manifest`` and ``analyzer``;
+  described by :mod:`~typed_rag.retrieval.store`, ``vocab``, ``manifest`` and ``analyzer``;
 - :func:`open_retriever` opens the one ``retrieval.kind`` names and :func:`with_reranking`
   reranks its every query.
 

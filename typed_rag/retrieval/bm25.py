@@ -36,8 +36,8 @@ from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import Analyzer
 from typed_rag.retrieval.base import Passage
+from typed_rag.retrieval.store import PassageStore
 from typed_rag.retrieval.vocab import HashedVocab, has_hashed_vocab
-from typed_rag.retrityped_rag.store import PassageStore
 
 log = logging.getLogger(__name__)
 

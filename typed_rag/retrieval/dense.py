@@ -36,7 +36,7 @@ from typed_rag.encoder import cpu_has_bf16, encode, load_sentence_model, model_f
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
 from typed_rag.retrieval.base import Passage
-from typed_rag.retrityped_rag.store import TEXT_FILE, PassageStore
+from typed_rag.retrieval.store import TEXT_FILE, PassageStore
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -1,0 +1,157 @@
+"""``typed-rag eval context|coverage``: the two evaluation papers on a Wiki-NFQA run on disk.
+
+``context`` is CRUX (retrieval contexts graded by sub-question answerability);
+``coverage`` is sub-question coverage (core / background / follow-up, Metrics #1-#6).
+Both judge only what their output folder lacks, so they resume and grow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from eval.context import report as context_report
+from eval.context.analysis import evaluate as evaluate_contexts
+from eval.context.inputs import add_retrievers, run_questions, store_lookup
+from eval.context.judge import CruxJudge
+from eval.context.run import ContextRun
+from eval.manifest import read_manifest, scorer_name
+from eval.methods import parse_methods
+from eval.retrieval.evaluate import Builder, Spec
+from eval.runner import ANSWERS
+from eval.subcoverage import evaluate_subcoverage
+from eval.wikinfqa import WikiNFQARecord
+from typed_rag import engines
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.resample import Judge
+from typed_rag.retrieval.bm25 import BM25Index
+from typed_rag.store import JsonlStore
+
+JUDGE_TOKENS = 512
+
+
+def register(eval_sub: argparse._SubParsersAction) -> None:
+    for name, func, text in (
+        (
+            "context",
+            cmd_context,
+            "CRUX: grade a run's retrieval contexts by sub-question answerability",
+        ),
+        (
+            "coverage",
+            cmd_coverage,
+            "sub-question coverage (core/background/follow-up, Metrics #1-#6)",
+        ),
+    ):
+        p = eval_sub.add_parser(name, help=f"{text}; resumable")
+        p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
+        p.add_argument(
+            "--out", type=Path, required=True, help="where judgements and the summary go"
+        )
+        p.add_argument("--methods", default="llm,rag,typed-rag", help="the run's methods to judge")
+        p.add_argument("--limit", type=int, help="only the run's first N questions")
+        p.add_argument("--batch-size", type=int, default=32, help="judge requests per engine call")
+        p.add_argument("--no-progress", action="store_true", help="hide progress")
+        data_args(p)
+        scorer_args(p, "judge")
+        p.set_defaults(func=func)
+        if name == "context":
+            p.add_argument(
+                "--configs",
+                default="",
+                help="retrieval-only configurations to add (index eval specs, e.g. bm25,bm25+mpnet-rrf@30)",
+            )
+            p.add_argument("-k", type=int, default=5, help="passages per retrieval configuration")
+
+
+def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
+    def report(stage: str, done: int, total: int) -> None:
+        print(f"\r{stage}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+    return report if enabled else None
+
+
+def _run_records(args: argparse.Namespace, settings: Settings) -> list[WikiNFQARecord]:
+    """The run's questions, in the order the run took them, optionally the first N."""
+    ids = read_manifest(args.run_dir).get("question_ids") or []
+    by_id = {r.question_id: r for r in load_data(args, settings).records}
+    records = [by_id[q] for q in ids if q in by_id]
+    if not records:
+        raise UserError(f"none of the questions of {args.run_dir} is in the Wiki-NFQA data")
+    return records[: args.limit] if args.limit else records
+
+
+def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings, Any]:
+    scorer = scorer_settings_for(settings, args)
+    return scorer, engines.build_engine(scorer)
+
+
+def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
+    records = _run_records(args, settings)
+    methods = parse_methods(args.methods)
+    index = BM25Index.from_settings(settings)
+    questions = run_questions(args.run_dir, records, methods, store_lookup(index.store))
+    if not questions:
+        raise UserError(
+            f"no question of {args.run_dir} was answered by all of {', '.join(methods)}"
+        )
+    specs = [Spec.parse(c) for c in args.configs.split(",") if c.strip()]
+    builder = Builder(settings, index, cache_size=10_000)
+    add_retrievers(questions, {s.name: builder.build(s) for s in specs}, args.k)
+    scorer, engine = _judge_parts(args, settings)
+    judge = CruxJudge(engine, max_tokens=JUDGE_TOKENS, **Judge.sampling_from(settings, scorer))
+    run = ContextRun(args.out, judge, args.batch_size)
+
+    async def go() -> dict[str, Any]:
+        async with engine:
+            return await evaluate_contexts(
+                run, questions, scorer_name(scorer), on_progress=_progress(not args.no_progress)
+            )
+
+    summary = asyncio.run(go())
+    files = context_report.write(args.out, summary)
+    print(context_report.render(summary))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
+    records = _run_records(args, settings)
+    methods = parse_methods(args.methods)
+    wanted = {r.question_id for r in records}
+    stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
+    answers = [a for a in stored if a["question_id"] in wanted]
+    index = BM25Index.from_settings(settings)
+    scorer, engine = _judge_parts(args, settings)
+
+    async def go() -> dict[str, Any]:
+        async with engine:
+            return await evaluate_subcoverage(
+                engine,
+                answers,
+                args.out,
+                judge_model=scorer_name(scorer),
+                methods=methods,
+                lookup=store_lookup(index.store),
+                batch_size=args.batch_size,
+                on_progress=_progress(not args.no_progress),
+                **_sampling(settings, scorer),
+            )
+
+    summary = asyncio.run(go())
+    print(f"wrote {args.out / 'summary.json'} ({summary.get('n_questions')} questions)")
+    return 0
+
+
+def _sampling(settings: Settings, scorer: Settings) -> dict[str, Any]:
+    s = Judge.sampling_from(settings, scorer)
+    return {"max_resamples": s["max_resamples"], "seed": s["seed"], "temperature": s["temperature"]}
+
+
+__all__: Sequence[str] = ("register",)
