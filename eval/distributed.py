@@ -90,7 +90,7 @@ class EvalWorker:
             chunk,
             method,
             self.labels,
-            self.settings.typed_rag.store_passage_text,
+            self.settings.eval.store_passage_text,
         )
 
     async def score(

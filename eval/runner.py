@@ -155,7 +155,7 @@ class EvalRunner:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
                 done = await answer_chunk(
-                    answerer, chunk, method, self.labels, self.settings.typed_rag.store_passage_text
+                    answerer, chunk, method, self.labels, self.settings.eval.store_passage_text
                 )
                 self._store_answers(method, done, len(chunk), counts)
                 bar.update(len(chunk))

@@ -13,7 +13,7 @@ from eval.wikinfqa import WikiNFQARecord
 from typed_rag.retrieval import Retriever
 from typed_rag.store import JsonlStore
 
-# Passage texts by id, for runs committed without them (typed_rag.store_passage_text=false).
+# Passage texts by id, for runs committed without them (eval.store_passage_text=false).
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# Passage (title, text) by id, for runs committed without texts (typed_rag.store_passage_text=false).
+# Passage (title, text) by id, for runs committed without texts (eval.store_passage_text=false).
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]
 
 
