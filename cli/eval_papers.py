@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
 from eval.context import report as context_report
 from eval.context.analysis import evaluate as evaluate_contexts
-from eval.context.inputs import add_retrievers, run_questions, store_lookup
+from eval.context.inputs import Lookup, add_retrievers, run_questions, store_lookup
 from eval.context.judge import CruxJudge
 from eval.context.run import ContextRun
 from eval.manifest import read_manifest, scorer_name
@@ -79,12 +79,24 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
 
 def _run_records(args: argparse.Namespace, settings: Settings) -> list[WikiNFQARecord]:
     """The run's questions, in the order the run took them, optionally the first N."""
-    ids = read_manifest(args.run_dir).get("question_ids") or []
+    manifest = read_manifest(args.run_dir)
+    ids = manifest.get("question_ids") or []
+    if args.subsets == "all" and manifest.get("subsets"):  # only the run's subsets
+        args.subsets = ",".join(manifest["subsets"])
     by_id = {r.question_id: r for r in load_data(args, settings).records}
     records = [by_id[q] for q in ids if q in by_id]
     if not records:
         raise UserError(f"none of the questions of {args.run_dir} is in the Wiki-NFQA data")
     return records[: args.limit] if args.limit else records
+
+
+def _index_lookup(settings: Settings) -> Lookup:
+    """Passage texts by id from the BM25 index's store, opened only if a text is missing."""
+
+    def lookup(ids: Sequence[str]) -> Mapping[str, tuple[str, str]]:
+        return store_lookup(BM25Index.from_settings(settings).store)(ids)
+
+    return lookup
 
 
 def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings, Any]:
@@ -95,15 +107,15 @@ def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings
 def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     records = _run_records(args, settings)
     methods = parse_methods(args.methods)
-    index = BM25Index.from_settings(settings)
-    questions = run_questions(args.run_dir, records, methods, store_lookup(index.store))
+    questions = run_questions(args.run_dir, records, methods, _index_lookup(settings))
     if not questions:
         raise UserError(
             f"no question of {args.run_dir} was answered by all of {', '.join(methods)}"
         )
     specs = [Spec.parse(c) for c in args.configs.split(",") if c.strip()]
-    builder = Builder(settings, index, cache_size=10_000)
-    add_retrievers(questions, {s.name: builder.build(s) for s in specs}, args.k)
+    if specs:
+        builder = Builder(settings, BM25Index.from_settings(settings), cache_size=10_000)
+        add_retrievers(questions, {s.name: builder.build(s) for s in specs}, args.k)
     scorer, engine = _judge_parts(args, settings)
     judge = CruxJudge(engine, max_tokens=JUDGE_TOKENS, **Judge.sampling_from(settings, scorer))
     run = ContextRun(args.out, judge, args.batch_size)
@@ -127,7 +139,6 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
     wanted = {r.question_id for r in records}
     stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
     answers = [a for a in stored if a["question_id"] in wanted]
-    index = BM25Index.from_settings(settings)
     scorer, engine = _judge_parts(args, settings)
 
     async def go() -> dict[str, Any]:
@@ -138,7 +149,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 args.out,
                 judge_model=scorer_name(scorer),
                 methods=methods,
-                lookup=store_lookup(index.store),
+                lookup=_index_lookup(settings),
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),
                 **_sampling(settings, scorer),

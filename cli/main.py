@@ -15,7 +15,7 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from cli import ask, classifier, evaluation, indexes, models, serve
+from cli import ask, classifier, evaluation, indexes, models, qtree, serve
 from typed_rag.config import load_settings, parse_overrides
 from typed_rag.errors import UserError
 
@@ -25,7 +25,8 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     classifier,  # classifier train/eval
     ask,  # ask, conversations
     serve,  # serve, ui
-    evaluation,  # eval run/report/label/constraints-*
+    evaluation,  # eval run/report/label/context/coverage/constraints-*
+    qtree,  # qtree build/summary/train
 )
 
 

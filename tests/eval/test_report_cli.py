@@ -277,3 +277,42 @@ def test_scorer_settings_come_from_their_own_toml(tmp_path: Path) -> None:
     assert (scorer.engine.backend, scorer.engine.model) == ("openai", "judge-2")
     assert scorer.sampling.temperature == 0.0
     assert generator.engine.backend == "fake"  # the generator's settings are untouched
+
+
+def test_eval_context_judges_a_run_on_disk(
+    tmp_path: Path, nfqa_dir: Path, stand_ins: dict, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`eval context` reads the run's shown passages and answers, grades them with the
+    judge engine, writes summary.json / report.md, and a rerun judges nothing again."""
+    run_dir = tmp_path / "run"
+    common = [*base_args(tmp_path, nfqa_dir), "--set", "eval.judge_protocol=linkage-prob"]
+    run = ["eval", "run", "--subsets", "nq", "--methods", "llm,rag", "--no-progress"]
+    assert main([*common, *run, "--out", str(run_dir)]) == 0
+
+    engines: list[FakeEngine] = []
+
+    def crux_engine(settings):
+        engine = FakeEngine(
+            lambda req: '{"questions": ["Why does chlorophyll break down?", "Who is Bob?"]}',
+            chooser=lambda req: (
+                {"4": 1.0}
+                if "Chlorophyll" in req.messages[-1]["content"]
+                and "chlorophyll" in req.messages[-1]["content"].split("Question: ")[-1]
+                else {"0": 1.0}
+            ),
+        )
+        engines.append(engine)
+        return engine
+
+    monkeypatch.setattr(typed_rag.engines, "build_engine", crux_engine, raising=False)
+    out = tmp_path / "context"
+    args = [*common, "eval", "context", str(run_dir), "--methods", "llm,rag", "--out", str(out)]
+    assert main([*args, "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["questions"] == 5 and summary["judge"].startswith("fake")
+    assert summary["configs"]["rag"]["coverage"]["mean"] == 1.0  # the shown passage answers
+    assert summary["configs"]["llm"]["coverage"]["mean"] == 0.0  # an empty context answers nothing
+    assert (out / "report.md").read_text().startswith("# CRUX context evaluation (5 questions")
+    assert engines[0].choice_calls
+    assert main([*args, "--no-progress"]) == 0
+    assert engines[1].choice_calls == [] and engines[1].calls == []  # all cached

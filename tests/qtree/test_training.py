@@ -2,9 +2,9 @@
 
 The QTREE build comes from the fake engine; the base model is the 2-layer
 test model of tests/engines. The SFT stage runs long enough at a high rate
-to memorise its three targets, so the loaded planner's greedy reply must
-hold a parseable outline: the whole path (data, TRL, LoRA merge, saving,
-loading, prompting, parsing) is exercised, not just "it ran".
+to raise the likelihood of its targets well above the untrained base's, which the
+reloaded planner must show: the whole path (data, TRL, LoRA merge, saving,
+loading, the chat format, decoding) is exercised, not just "it ran".
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.engines.tiny_models import build_tiny_llama
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.qtree import QTreeQuestion, build_qtree_dataset, load_examples, load_planner
-from typed_rag.qtree.planner import HFPlanner, read_meta
+from typed_rag.qtree.planner import HFPlanner, format_target, read_meta
 
 pytest.importorskip("trl")
 pytest.importorskip("peft")
@@ -55,6 +55,16 @@ async def test_sft_then_dpo_gives_a_loadable_planner(tmp_path: Path) -> None:
     assert (folder / "config.json").exists() and read_meta(folder)["with_tree"] is False
     planner = load_planner(str(folder))
     assert isinstance(planner, HFPlanner)
+    # The saved, merged and reloaded planner prefers its training outline far more than
+    # the untrained base does (a lost LoRA merge or a wrong chat format would not).
+    base_planner = HFPlanner(base)
+    base_planner.with_tree = False
     target = examples[0]
-    outline = await planner.plan(target.conditioned)
-    assert 1 <= len(outline) <= 4 and all(q.endswith("?") for q in outline)
+    reply = format_target(target.tree, target.chosen, with_tree=False)
+    gain = planner.reply_logprob(target.conditioned, reply) - base_planner.reply_logprob(
+        target.conditioned, reply
+    )
+    assert gain > 1.0, f"log-prob per token rose by only {gain:.2f}"
+    # And it decodes: a short greedy reply comes back as text.
+    planner.max_new_tokens = 32
+    assert isinstance(planner.generate(target.conditioned), str)

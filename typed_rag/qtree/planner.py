@@ -138,6 +138,27 @@ class HFPlanner:
             self.tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
         )
 
+    def reply_logprob(self, conditioned: str, reply: str) -> float:
+        """Mean log-probability per token of ``reply`` as this planner's answer: how much it
+        prefers an outline (trained vs base, chosen vs rejected) without decoding one."""
+        import torch  # heavy: torch
+
+        messages = planner_messages(conditioned, self.with_tree)
+        prompt = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True
+        )["input_ids"]
+        full = self.tokenizer.apply_chat_template(
+            [*messages, {"role": "assistant", "content": reply}], return_dict=True
+        )["input_ids"]
+        ids = torch.tensor([list(full)], device=self.model.device)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids).logits[0, :-1]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        targets = ids[0, 1:]
+        start = len(prompt) - 1  # the first reply token is predicted at the prompt's last
+        picked = logprobs[start:].gather(1, targets[start:, None])
+        return float(picked.mean())
+
     async def plan(self, conditioned: str) -> list[str]:
         async with self._lock:
             text = await asyncio.to_thread(self.generate, conditioned)

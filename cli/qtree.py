@@ -1,0 +1,81 @@
+"""``typed-rag qtree build|summary|train``: the QTREE dataset over Wiki-NFQA and QPlanner training."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+from pathlib import Path
+
+from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from typed_rag import engines
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.qtree import QTreeConfig, QTreeQuestion, build_qtree_dataset, write_summary
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("qtree", help="QTREE outlines for coverage-conditioned questions")
+    qsub = parser.add_subparsers(dest="qtree_command", required=True, metavar="SUBCOMMAND")
+
+    p = qsub.add_parser("build", help="trees, instructions and judged outlines; resumable")
+    p.add_argument("--out", type=Path, required=True, help="dataset folder (JSONL files)")
+    p.add_argument("--first", type=int, default=200, help="the first N of a seeded shuffle")
+    p.add_argument("--seed", type=int, default=42, help="the shuffle of the questions")
+    data_args(p)
+    scorer_args(p, "tree writer and outline judge")
+    p.set_defaults(func=cmd_build)
+
+    p = qsub.add_parser("summary", help="write the dataset's summary.json")
+    p.add_argument("dataset", type=Path, help="a folder made by `qtree build`")
+    p.add_argument("--out", type=Path, help="summary path (default: DATASET/summary.json)")
+    p.set_defaults(func=cmd_summary)
+
+    p = qsub.add_parser("train", help="QPlanner: SFT on the best outlines, then DPO (needs trl)")
+    p.add_argument("dataset", type=Path, help="a folder made by `qtree build`")
+    p.add_argument("--base", type=Path, required=True, help="a transformers causal LM folder")
+    p.add_argument("--out", type=Path, required=True, help="where the planner is written")
+    p.add_argument("--no-tree", action="store_true", help="train the outline only, no tree")
+    p.add_argument("--no-dpo", action="store_true", help="stop after supervised fine-tuning")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    records = list(load_data(args, settings).records)
+    random.Random(args.seed).shuffle(records)
+    questions = [
+        QTreeQuestion(r.question_id, r.question, source=r.subset) for r in records[: args.first]
+    ]
+    scorer = scorer_settings_for(settings, args)
+    engine = engines.build_engine(scorer)
+
+    async def go() -> object:
+        async with engine:
+            return await build_qtree_dataset(engine, questions, args.out, QTreeConfig())
+
+    stats = asyncio.run(go())
+    print(f"{stats}\nwrote {write_summary(args.out)}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.dataset.is_dir():
+        raise UserError(f"no QTREE dataset folder at {args.dataset}")
+    print(f"wrote {write_summary(args.dataset, args.out)}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        from typed_rag.qtree.training import PlannerTrainConfig, train_planner  # heavy: trl
+    except ImportError as exc:
+        raise UserError(
+            f"planner training needs the planner extra (pip install .[planner]): {exc}"
+        ) from None
+    if not (args.base / "config.json").exists():
+        raise UserError(f"--base {args.base} is not a transformers model folder (no config.json)")
+    cfg = PlannerTrainConfig(with_tree=not args.no_tree, dpo=not args.no_dpo)
+    report = train_planner(args.dataset, args.base, args.out, cfg)
+    print(report, file=sys.stdout)
+    return 0
