@@ -55,7 +55,11 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
             "--out", type=Path, required=True, help="where judgements and the summary go"
         )
         p.add_argument("--methods", default="llm,rag,typed-rag", help="the run's methods to judge")
-        p.add_argument("--limit", type=int, help="only the run's first N questions")
+        p.add_argument(
+            "--limit",
+            type=int,
+            help="only the first N (by id) of the questions all methods answered",
+        )
         p.add_argument("--batch-size", type=int, default=32, help="judge requests per engine call")
         p.add_argument("--no-progress", action="store_true", help="hide progress")
         data_args(p)
@@ -77,16 +81,23 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
     return report if enabled else None
 
 
-def _run_records(args: argparse.Namespace, settings: Settings) -> list[WikiNFQARecord]:
-    """The run's questions, in the order the run took them, optionally the first N."""
+def _run_records(
+    args: argparse.Namespace, settings: Settings, methods: Sequence[str]
+) -> list[WikiNFQARecord]:
+    """The run's questions that every one of ``methods`` answered (by id), optionally the
+    first N of them."""
     manifest = read_manifest(args.run_dir)
     ids = manifest.get("question_ids") or []
     if args.subsets == "all" and manifest.get("subsets"):  # only the run's subsets
         args.subsets = ",".join(manifest["subsets"])
     by_id = {r.question_id: r for r in load_data(args, settings).records}
-    records = [by_id[q] for q in ids if q in by_id]
+    answers = JsonlStore(args.run_dir / ANSWERS, readonly=True)
+    records = [by_id[q] for q in ids if q in by_id and all(f"{m}\t{q}" in answers for m in methods)]
     if not records:
-        raise UserError(f"none of the questions of {args.run_dir} is in the Wiki-NFQA data")
+        raise UserError(
+            f"no question of {args.run_dir} in the Wiki-NFQA data was answered by all of "
+            + ", ".join(methods)
+        )
     return records[: args.limit] if args.limit else records
 
 
@@ -105,8 +116,8 @@ def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings
 
 
 def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
-    records = _run_records(args, settings)
     methods = parse_methods(args.methods)
+    records = _run_records(args, settings, methods)
     questions = run_questions(args.run_dir, records, methods, _index_lookup(settings))
     if not questions:
         raise UserError(
@@ -134,8 +145,8 @@ def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
-    records = _run_records(args, settings)
     methods = parse_methods(args.methods)
+    records = _run_records(args, settings, methods)
     wanted = {r.question_id for r in records}
     stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
     answers = [a for a in stored if a["question_id"] in wanted]
