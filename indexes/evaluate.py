@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 RERANKER_MODELS: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2",
     "mpnet": "all-mpnet-base-v2",
+    "nomic": "nomic-embed-text-v1.5-f16",  # a GGUF embedder: reranker kind "gguf"
 }
 TYPED_TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE")
 _SPEC = re.compile(
@@ -108,7 +109,8 @@ def settings_spec(settings: Settings) -> str:
             base = "rm3"
     if r.rerank_depth <= 0 or settings.reranker.kind == "none":
         return base
-    model = settings.reranker.biencoder_model
+    rr = settings.reranker
+    model = rr.gguf_model if rr.kind == "gguf" else rr.biencoder_model
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
     return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}"
 
@@ -124,6 +126,14 @@ class Builder:
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
+        if name not in self._rerankers and is_gguf_embedder(name):
+            from typed_rag.rerank.embed_reranker import EmbeddingReranker
+
+            gguf = self.settings.model_copy(deep=True)
+            gguf.reranker.gguf_model = name
+            self._rerankers[name] = EmbeddingReranker.from_settings(
+                gguf, cache_size=self.cache_size
+            )
         if name not in self._rerankers:
             from typed_rag.classifier.embedder import load_sentence_model
             from typed_rag.rerank.biencoder import BiEncoderReranker
@@ -148,6 +158,16 @@ class Builder:
             order=spec.order,  # type: ignore[arg-type]
             rrf_k=self.settings.retrieval.rrf_k,
         )
+
+
+def is_gguf_embedder(name: str) -> bool:
+    """A GGUF file or a registry GGUF that is not a chat model: reranked by kind ``gguf``."""
+    from typed_rag.models.registry import find_spec
+
+    spec = find_spec(name)
+    if spec is not None:
+        return spec.kind == "gguf" and not spec.chat
+    return name.lower().endswith(".gguf")
 
 
 def single_query_ms(

