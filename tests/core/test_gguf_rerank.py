@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexes.evaluate import Spec, is_gguf_embedder, settings_spec
+from indexes.evaluate import Spec, embedder_kind, settings_spec
 from tests.conftest import TINY_PASSAGES
 from typed_rag.config import load_settings
 from typed_rag.rerank import build_reranker
@@ -157,8 +157,9 @@ def test_settings_build_it_and_eval_specs_name_it(smollm2_gguf: Path, tmp_path: 
     assert settings_spec(s) == f"bm25+{smollm2_gguf}-rrf@30"
     assert registry_prefixes("nomic") == ("search_query: ", "search_document: ")
     assert registry_prefixes(str(smollm2_gguf)) == ("", "")
-    assert is_gguf_embedder("nomic") and is_gguf_embedder("/x/emb.gguf")
-    assert not is_gguf_embedder("minilm") and not is_gguf_embedder("smollm2")  # a chat model
+    assert embedder_kind("nomic") == "gguf" and embedder_kind("/x/emb.gguf") == "gguf"
+    assert embedder_kind("e5") == "e5"
+    assert embedder_kind("minilm") is None and embedder_kind("smollm2") is None  # a chat model
     spec = Spec.parse("bm25+nomic-rerank@50")
     assert (spec.model, spec.order, spec.depth) == ("nomic", "rerank", 50)
     nomic = load_settings(None, **{"reranker.kind": "gguf", "retrieval.rerank_depth": 20})

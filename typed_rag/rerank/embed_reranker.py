@@ -1,4 +1,4 @@
-"""Reranker over a retrieval-tuned embedder with query/document prefixes (kind ``gguf``).
+"""Reranker over a retrieval-tuned embedder with query/document prefixes (``gguf``, ``e5``).
 
 The bi-encoder reranker embeds queries and passages alike, which suits a
 sentence-similarity model (MiniLM) but not a retrieval-tuned one (nomic-embed,
@@ -61,11 +61,17 @@ class EmbeddingReranker(Reranker):
     def from_settings(
         cls, settings: Settings, *, cache_size: int | None = None
     ) -> EmbeddingReranker:
-        """The ``reranker.gguf_model`` embedder, with the disk store when one is configured."""
-        from typed_rag.rerank.gguf_embedder import GGUFEmbedder
-
+        """The ``reranker.kind`` embedder (``gguf`` or ``e5``), with the disk store if configured."""
         r = settings.reranker
-        encoder = GGUFEmbedder.from_settings(settings)
+        encoder: PrefixEncoder
+        if r.kind == "e5":
+            from typed_rag.rerank.e5_engine import E5Encoder
+
+            encoder = E5Encoder.from_settings(settings)
+        else:
+            from typed_rag.rerank.gguf_embedder import GGUFEmbedder
+
+            encoder = GGUFEmbedder.from_settings(settings)
         return cls(
             encoder,
             cache_size=r.cache_size if cache_size is None else cache_size,
