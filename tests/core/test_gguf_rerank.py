@@ -164,3 +164,24 @@ def test_settings_build_it_and_eval_specs_name_it(smollm2_gguf: Path, tmp_path: 
     assert (spec.model, spec.order, spec.depth) == ("nomic", "rerank", 50)
     nomic = load_settings(None, **{"reranker.kind": "gguf", "retrieval.rerank_depth": 20})
     assert settings_spec(nomic) == "bm25+nomic-rrf@20"
+
+
+def test_only_the_top_depth_is_reranked_when_more_are_asked_for() -> None:
+    class Scores:
+        seen: list[list[str]] = []
+
+        def score_many(self, queries, pools):  # noqa: ANN001, ANN202
+            self.seen.extend([p.id for p in pool] for pool in pools)
+            return [[float(i) for i in range(len(pool))] for pool in pools]  # reverses
+
+    class Fixed:
+        def search(self, queries, k):  # noqa: ANN001, ANN202
+            return [PASSAGES[:k] for _ in queries]
+
+    scorer = Scores()
+    (got,) = RerankedRetriever(Fixed(), scorer, depth=2, order="rerank").search(["q"], 4)  # type: ignore[arg-type]
+    assert scorer.seen == [["p1", "p2"]]  # the cost is set by depth, not by k
+    assert [p.id for p in got] == ["p2", "p1", "p3", "p4"]  # the rest in first-stage order
+    assert got[2].rerank_score is None
+    floored = RerankedRetriever(Fixed(), scorer, depth=2, order="rerank", floor=0.0)  # type: ignore[arg-type]
+    assert [p.id for p in floored.search(["q"], 4)[0]] == ["p2", "p1"]  # unscored: not shown
