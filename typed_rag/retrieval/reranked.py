@@ -60,8 +60,16 @@ class RerankedRetriever:
         if k <= 0 or not queries:
             return [[] for _ in queries]
         pools = self.base.search(list(queries), max(self.depth, k))
-        scores = self.reranker.score_many(list(queries), pools)
-        return [self._order(pool, s)[:k] for pool, s in zip(pools, scores, strict=True)]
+        # Only the top ``depth`` are reranked; when ``k`` is larger (an evaluation asking
+        # for 100) the rest follow in first-stage order, so depth alone sets the cost.
+        # Under a floor they are left out: they have no reranker score to pass it.
+        heads = [pool[: self.depth] for pool in pools]
+        scores = self.reranker.score_many(list(queries), heads)
+        out = []
+        for head, pool, s in zip(heads, pools, scores, strict=True):
+            tail = [] if self.floor is not None else list(pool[self.depth :])
+            out.append((self._order(head, s) + tail)[:k])
+        return out
 
     def _order(self, pool: Sequence[Passage], scores: Sequence[float]) -> list[Passage]:
         scored = [replace(p, rerank_score=float(s)) for p, s in zip(pool, scores, strict=True)]
