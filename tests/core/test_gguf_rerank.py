@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexes.evaluate import Spec, embedder_kind, settings_spec
+from eval.retrieval.evaluate import Spec, embedder_kind, settings_spec
 from tests.conftest import TINY_PASSAGES
 from typed_rag.config import load_settings
 from typed_rag.rerank import build_reranker
 from typed_rag.rerank.embed_reranker import EmbeddingReranker, open_store
 from typed_rag.rerank.gguf_embedder import GGUFEmbedder, registry_prefixes
-from typed_rag.rerank.retriever import RerankedRetriever
 from typed_rag.rerank.vector_store import VectorStore
 from typed_rag.retrieval import Passage
+from typed_rag.retrieval.reranked import RerankedRetriever
 
 pytest.importorskip("llama_cpp")
 

@@ -21,10 +21,10 @@ from typing import Protocol
 import numpy as np
 
 from typed_rag.config import Settings
-from typed_rag.rerank.base import Reranker
-from typed_rag.rerank.text import passage_text
 from typed_rag.rerank.vector_store import VectorStore
 from typed_rag.retrieval import Passage
+from typed_rag.retrieval.base import Reranker
+from typed_rag.retrieval.text import passage_text
 
 
 class PrefixEncoder(Protocol):
