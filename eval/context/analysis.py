@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eval.context import metrics as m
-from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target
+from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target, pool_of
 from eval.gold import contains_gold, gold_aliases
 from eval.metrics import estimate
 
@@ -32,8 +32,8 @@ def question_rows(
         row = [run.grade_of(q.question_id, target, s) for s in subs]
         return None if any(g is None for g in row) else [int(g) for g in row if g is not None]
 
-    pool_ids = list(dict.fromkeys(passage_target(p) for ps in q.contexts.values() for p in ps))
-    texts = {passage_target(p): p for ps in q.contexts.values() for p in ps}
+    texts = pool_of(q)
+    pool_ids = list(texts)
     matrix = {t: grades(t) for t in pool_ids}
     if any(v is None for v in matrix.values()):
         return []

@@ -46,6 +46,15 @@ def passage_text(passage: Mapping[str, Any]) -> str:
     return f"{title}\n{passage.get('text', '')}" if title else str(passage.get("text", ""))
 
 
+def pool_of(q: ContextQuestion) -> dict[str, dict[str, Any]]:
+    """Every passage of the question's pool once, by target, in first-seen order."""
+    pool: dict[str, dict[str, Any]] = {}
+    for passages in q.contexts.values():
+        for p in passages:
+            pool.setdefault(passage_target(p), p)
+    return pool
+
+
 def _grade_key(row: Mapping[str, Any]) -> str:
     return f"{row['question_id']}\t{row['target']}\t{row['sub_question']}"
 
@@ -100,12 +109,9 @@ class ContextRun:
     @staticmethod
     def _targets(q: ContextQuestion) -> list[tuple[str, str]]:
         """Every passage of the pool once (in first-seen order), then every answer."""
-        seen: dict[str, str] = {}
-        for passages in q.contexts.values():
-            for p in passages:
-                seen.setdefault(passage_target(p), passage_text(p))
+        passages = [(t, passage_text(p)) for t, p in pool_of(q).items()]
         answers = [(answer_target(c), a) for c, a in q.answers.items() if a.strip()]
-        return list(seen.items()) + answers
+        return passages + answers
 
     async def _sub_questions(
         self,

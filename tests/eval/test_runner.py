@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.labels import classify_questions
+from eval.labels import QuestionLabel, classify_questions
 from eval.methods import parse_methods
+from eval.paired import paired_scores
 from eval.resume import EvalAborted
 from eval.runner import ANSWERS, SCORES, EvalRunner
 from eval.wikinfqa import load_wikinfqa
@@ -186,28 +187,34 @@ def test_parse_methods() -> None:
         parse_methods("llm,hyde")
 
 
-async def test_typed_rag_answers_follow_the_recorded_labels(
-    eval_settings: Settings, tmp_path: Path
-) -> None:
-    """Routing in an evaluation uses the stored labels, never a fresh classification."""
-    from eval.labels import QuestionLabel
-
-    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
-    # Labels that disagree with what any classifier would say about these questions.
-    recorded = ["DEBATE", "COMPARISON", "REASON", "EXPERIENCE", "INSTRUCTION"]
+def labelled_runner(
+    settings: Settings, run_dir: Path, records: list, types: list[str]
+) -> tuple[EvalRunner, StandInAnswerer]:
+    """A runner over a stand-in answerer, with ``types[i]`` recorded as record i's label."""
     labels = {
         r.question_id: QuestionLabel(r.question_id, r.subset, t, 0.9, True)
-        for r, t in zip(records, recorded, strict=True)
+        for r, t in zip(records, types, strict=True)
     }
     answerer = StandInAnswerer()
     runner = EvalRunner(
-        eval_settings,
-        tmp_path / "run",
+        settings,
+        run_dir,
         answerer=answerer,
         scorer_engine=FakeEngine(linkage_responder()),
         labels=labels,
         progress=False,
     )
+    return runner, answerer
+
+
+async def test_typed_rag_answers_follow_the_recorded_labels(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """Routing in an evaluation uses the stored labels, never a fresh classification."""
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    # Labels that disagree with what any classifier would say about these questions.
+    recorded = ["DEBATE", "COMPARISON", "REASON", "EXPERIENCE", "INSTRUCTION"]
+    runner, answerer = labelled_runner(eval_settings, tmp_path / "run", records, recorded)
     await runner.run(records, ["rag", "typed-rag"])
     assert answerer.forced == [None] * 5 + recorded  # rag is not routed; typed-rag is
     answers = {(r["method"], r["question_id"]): r for r in lines(tmp_path / "run" / ANSWERS)}
@@ -224,22 +231,8 @@ async def test_a_method_variant_is_typed_rag_with_its_profile_on_the_same_questi
 ) -> None:
     """``typed-rag@improved`` answers in typed-rag mode, routed by the recorded labels, with
     the improved method profile, and is paired with typed-rag and rag in the report."""
-    from eval.labels import QuestionLabel
-    from eval.paired import paired_scores
-
     records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
-    labels = {
-        r.question_id: QuestionLabel(r.question_id, r.subset, "REASON", 0.9, True) for r in records
-    }
-    answerer = StandInAnswerer()
-    runner = EvalRunner(
-        eval_settings,
-        tmp_path / "run",
-        answerer=answerer,
-        scorer_engine=FakeEngine(linkage_responder()),
-        labels=labels,
-        progress=False,
-    )
+    runner, _ = labelled_runner(eval_settings, tmp_path / "run", records, ["REASON"] * len(records))
     await runner.run(records, parse_methods(METHODS_RUN))
     rows = [r for r in lines(tmp_path / "run" / ANSWERS) if r["method"] == "typed-rag@improved"]
     assert len(rows) == len(records)
