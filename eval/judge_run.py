@@ -111,6 +111,7 @@ async def judge_candidates(
                             "best": v.best,
                             "s_per_verdict": round(wall, 3),
                         }
+                        | ({"dist": [round(p, 6) for p in v.dist]} if v.dist else {})
                         for c, v in zip(chunk, verdicts, strict=True)
                     )
                     bar.update(len(chunk))
@@ -151,7 +152,11 @@ def summarize(
         judged = [
             [
                 Judgement(
-                    k, by_judge[p][k]["quality"], by_judge[p][k]["worst"], by_judge[p][k]["best"]
+                    k,
+                    by_judge[p][k]["quality"],
+                    by_judge[p][k]["worst"],
+                    by_judge[p][k]["best"],
+                    dist=by_judge[p][k].get("dist"),
                 )
                 for k in common
             ]

@@ -29,6 +29,7 @@ from eval.linkage_prob import (
     VERDICT_PREFIX,
     LinkageProbScorer,
     expected_percentile_rank,
+    gate,
     p_yes,
     relevance_request,
     verdict_distribution,
@@ -59,6 +60,8 @@ class Judgement:
     latency_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # LINKAGE's verdict distribution (``linkage-prob``), so a gate can be applied later.
+    dist: list[float] | None = None
 
 
 def from_linkage(score: LinkageScore) -> Judgement:
@@ -78,6 +81,7 @@ def from_linkage(score: LinkageScore) -> Judgement:
         score.latency_s,
         score.prompt_tokens,
         score.completion_tokens,
+        None if score.dist is None else list(score.dist),
     )
 
 
@@ -280,17 +284,26 @@ def ensemble(parts: Sequence[Sequence[Judgement]]) -> list[Judgement]:
 
 
 def gated(linkage: Sequence[Judgement], relevance: Sequence[Judgement]) -> list[Judgement]:
-    """``linkage-prob-gated`` from stored parts: quality x P(relevant); last when the gate
-    says no, else the LINKAGE verdict (as :func:`eval.linkage_prob.gate`)."""
+    """``linkage-prob-gated`` from stored parts: quality x P(relevant), and the verdict of
+    :func:`eval.linkage_prob.gate` (the mode of the mixed distribution).
+
+    A LINKAGE judgement stored without its distribution (before it was kept) gets
+    the earlier rule: last when the gate says no, else LINKAGE's own verdict.
+    """
     out = []
     for a, g in zip(linkage, relevance, strict=True):
         relevant = g.quality or 0.0
+        if a.dist:
+            _mixed, rank = gate(a.dist, relevant)
+            worst, best = rank == len(a.dist), rank == 1
+        else:
+            worst, best = a.worst or relevant < 0.5, a.best and relevant >= 0.5
         out.append(
             Judgement(
                 a.key,
                 None if a.quality is None else a.quality * relevant,
-                a.worst or relevant < 0.5,
-                a.best and relevant >= 0.5,
+                worst,
+                best,
                 a.latency_s + g.latency_s,
                 a.prompt_tokens + g.prompt_tokens,
             )

@@ -30,6 +30,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("rag", "llm"),
     ("typed-rag@improved", "typed-rag"),
     ("typed-rag@improved", "rag"),
+    ("typed-rag@fast", "typed-rag"),
+    ("typed-rag@fast", "rag"),
 )
 TYPED = "typed"
 ALL = "all"

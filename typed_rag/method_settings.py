@@ -27,6 +27,13 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "anchor_sub_queries": True,
     },
 }
+# "fast" (issue 14): the improved set with extracted sub-answers, so a decomposed
+# question costs two generations (plan, final answer) like the keyword pipelines.
+METHOD_PROFILES["fast"] = {
+    **METHOD_PROFILES["improved"],
+    "sub_answers": "extract",
+    "grounded_aggregation": False,
+}
 
 
 class MethodOptions(BaseModel):
@@ -44,6 +51,7 @@ class MethodOptions(BaseModel):
     max_sub_queries: int = Field(5, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
+    sub_answers: Literal["generate", "extract"] = "generate"
 
 
 class MethodSettings(BaseModel):
@@ -56,7 +64,7 @@ class MethodSettings(BaseModel):
     the paper's prompts.
     """
 
-    profile: Literal["paper", "improved"] = "paper"
+    profile: Literal["paper", "improved", "fast"] = "paper"
     # 1. The aggregator / debate mediator also see the best passages (global [n])
     #    and are told to drop sub-answer claims that no passage supports.
     grounded_aggregation: bool | None = None
@@ -87,6 +95,11 @@ class MethodSettings(BaseModel):
     # A sub-query that shares almost no words with the question ("what was the bill
     # about?") is searched and answered with the question attached.
     anchor_sub_queries: bool | None = None
+    # 8. Sub-answers (reason/instruction sub-queries, debate perspectives): "generate"
+    #    one RAG answer each (the paper), or "extract" the sentences of each one's
+    #    passages that best match it, with their [n] (no engine call; see
+    #    typed_rag.subanswers.extract_evidence).
+    sub_answers: Literal["generate", "extract"] | None = None
 
     def options(self) -> MethodOptions:
         """Explicit values, else the profile's, else the paper's defaults."""

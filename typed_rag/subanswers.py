@@ -10,6 +10,7 @@ list. Passed on, the aggregator or mediator treats such a reply as a finding.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from typed_rag.messages import CITATION_GROUP
 
@@ -108,3 +109,39 @@ def anchor(question: str, query: str) -> str:
     if len(shared) >= min(MIN_SHARED_WITH_QUESTION, len(asked)):
         return query
     return f"{query} (context: {question})"
+
+
+# Extracted sub-answers (``method.sub_answers = "extract"``): sentences shorter than
+# this are headings or fragments; longer ones are cut, so the aggregator's prompt stays short.
+MIN_SENTENCE_WORDS = 5
+MAX_SENTENCE_WORDS = 50
+
+
+def extract_evidence(
+    query: str, passages: Sequence[tuple[int, str]], max_sentences: int = 3
+) -> str:
+    """The passage sentences that best match ``query``, each followed by its ``[n]``.
+
+    ``passages`` are ``(citation number, text)`` in rank order. A sentence scores
+    the number of the query's content words (stemmed) it contains; ties go to
+    the better-ranked passage, then the earlier sentence. The picked sentences
+    keep their rank order. Without any match, the top passage's first sentence.
+    Why: a sub-answer written by a small model costs a full generation and often
+    only copies (or misreads) its passages; the sentences themselves are cheaper
+    and cannot misquote.
+    """
+    asked = {stem(w) for w in content_words(query)}
+    scored: list[tuple[int, int, int, str, int]] = []
+    for rank, (number, text) in enumerate(passages):
+        for pos, sentence in enumerate(_SENTENCE_END.split(text)):
+            words = sentence.split()
+            if len(words) < MIN_SENTENCE_WORDS:
+                continue
+            if len(words) > MAX_SENTENCE_WORDS:
+                sentence = " ".join(words[:MAX_SENTENCE_WORDS]) + " ..."
+            hits = len(asked & {stem(w) for w in content_words(sentence)})
+            scored.append((hits, rank, pos, sentence.strip(), number))
+    best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))[:max_sentences]
+    picked = [s for s in best if s[0] > 0] or best[:1]
+    picked.sort(key=lambda s: (s[1], s[2]))
+    return " ".join(f"{sentence} [{number}]" for _h, _r, _p, sentence, number in picked)

@@ -190,3 +190,22 @@ async def test_the_relevance_gate_sends_off_topic_answers_last() -> None:
     (combined,) = gated(*parts)
     assert combined.quality == pytest.approx(j_off.quality) and combined.worst and j_off.worst
     assert not j_on.worst
+
+
+def test_a_doubtful_gate_cannot_place_an_answer_first() -> None:
+    """The verdict is the mode of the gated distribution: LINKAGE's "first" at 0.5 behind a
+    gate at P(relevant) = 0.6 loses to "off-topic or last" (0.4 + 0.6 x 0.2)."""
+    from eval.judges import Judgement, gated
+    from eval.linkage_prob import gate
+
+    dist = [0.5, 0.2, 0.1, 0.2]
+    assert gate(dist, 0.6)[1] == 4
+    assert gate(dist, 0.95)[1] == 1  # a confident gate keeps LINKAGE's verdict
+    assert gate([0.25, 0.25, 0.25, 0.25], 1.0)[1] == 4  # ties go to the worse rank
+    linkage = Judgement("k", 0.7, worst=False, best=True, dist=dist)
+    relevance = Judgement("k", 0.6, worst=False, best=True)
+    (doubtful,) = gated([linkage], [relevance])
+    assert doubtful.worst and not doubtful.best
+    # A stored judgement without its distribution keeps the earlier rule.
+    (legacy,) = gated([Judgement("k", 0.7, False, True)], [relevance])
+    assert legacy.best and not legacy.worst

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from typed_rag.constraints import Constraints, with_instructions
-from typed_rag.engines.base import ChatResult
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
 from typed_rag.pipelines.prompting import llm_messages, rag_messages
-from typed_rag.result import SubAnswer
+from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
+from typed_rag.subanswers import extract_evidence
 
 
 async def prepare_llm(ctx: Context) -> Final:
@@ -65,40 +65,53 @@ async def answer_sub_queries(
     perspectives: Sequence[str] | None = None,
     step: str = "sub-answer",
 ) -> list[SubAnswer]:
-    """Top-K per sub-query, then one RAG answer per sub-query, all in ONE engine round."""
+    """Top-K per sub-query, then one RAG answer per sub-query, all in ONE engine round.
+
+    With ``method.sub_answers = "extract"`` each sub-answer is instead the
+    sentences of its passages that best match it (no engine call).
+    """
     hit_lists = await ctx.retrieve(queries, ctx.top_k)
     # A sub-answer looks at one aspect: it is told only what to leave out.
     c = ctx.constraints
     leave_out = Constraints(c.question, [], c.exclude) if c else None
-    requests = []
-    shown_to: list[list[int]] = []
+    shown: list[list[CitedPassage]] = []
     for query, hits in zip(queries, hit_lists, strict=True):
         if not hits:
             ctx.fallback(
                 f"retrieval: no passages for sub-query {query!r} -> answered without passages"
             )
-        cited = ctx.cite(hits, query)
-        shown_to.append([p.citation for p in cited])
-        messages = with_instructions(rag_messages(query, cited), leave_out)
-        requests.append(ctx.request(messages, step=step))
-    shown = {p.citation for p in ctx.result.passages}
+        shown.append(ctx.cite(hits, query))
+    numbers = {p.citation for p in ctx.result.passages}
 
-    def sub_answer(i: int, res: ChatResult) -> SubAnswer:
+    def sub_answer(i: int, text: str) -> SubAnswer:
         return SubAnswer(
             query=queries[i],
-            answer=res.text.strip(),
+            answer=text.strip(),
             perspective=perspectives[i] if perspectives else None,
-            citations=[n for n in cited_numbers(res.text) if n in shown],
-            passages=shown_to[i],
+            citations=[n for n in cited_numbers(text) if n in numbers],
+            passages=[p.citation for p in shown[i]],
         )
 
-    def announce(i: int, res: ChatResult) -> None:
-        sub = sub_answer(i, res)
+    def announce(i: int, text: str) -> None:
+        sub = sub_answer(i, text)
         ctx.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
 
-    on_result = announce if ctx.on_event is not None else None
-    results = await ctx.generate(step, requests, stage="sub_answers", on_result=on_result)
-    subs = [sub_answer(i, res) for i, res in enumerate(results)]
+    if ctx.settings.method.options().sub_answers == "extract":
+        texts = [
+            extract_evidence(q, [(p.citation, p.text) for p in cited])
+            for q, cited in zip(queries, shown, strict=True)
+        ]
+        for i, text in enumerate(texts):
+            announce(i, text)
+    else:
+        requests = [
+            ctx.request(with_instructions(rag_messages(q, cited), leave_out), step=step)
+            for q, cited in zip(queries, shown, strict=True)
+        ]
+        on_result = (lambda i, res: announce(i, res.text)) if ctx.on_event is not None else None
+        results = await ctx.generate(step, requests, stage="sub_answers", on_result=on_result)
+        texts = [res.text for res in results]
+    subs = [sub_answer(i, text) for i, text in enumerate(texts)]
     ctx.result.sub_answers = subs
     return subs
 
