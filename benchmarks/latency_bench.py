@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks.engine_bench import answer_request
 from benchmarks.pipeline_bench import QUESTIONS
+from eval.methods import answerer_for, mode_of, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines import build_engine
 from typed_rag.engines.base import Engine
@@ -95,6 +96,7 @@ async def bench_pipelines(
     try:
         await rag.answer(questions[0][1], mode="llm", sampling={"max_tokens": 8})  # warm-up
         for method in methods:
+            answerer, mode = answerer_for(rag, method), mode_of(method)
             rows = []
             for qtype, text in questions:
                 first: list[float] = []
@@ -105,9 +107,9 @@ async def bench_pipelines(
 
                 # Route by the classifier when there is one (its time is in the first
                 # event), else force the type so the typed pipeline still runs.
-                force = qtype if method == "typed-rag" and rag.classifier is None else None
+                force = qtype if mode == "typed-rag" and rag.classifier is None else None
                 t = time.perf_counter()
-                result = await rag.answer(text, mode=method, force_type=force, on_event=on_event)
+                result = await answerer.answer(text, mode=mode, force_type=force, on_event=on_event)
                 rows.append(
                     {
                         "type": qtype,
@@ -126,18 +128,18 @@ async def bench_pipelines(
                 "first_event_p50_s": statistics.median(firsts) if firsts else None,
                 "questions": rows,
             }
-            if method != "llm" and not batched:
+            if mode != "llm" and not batched:
                 # no answer_many pass: one at a time is the rate (a lower bound)
                 total = sum(r["latency_s"] for r in rows)
                 out["eval_q_per_min"][method] = 60 * len(rows) / total
                 out["eval_q_per_min_source"] = "sequential"
-            elif method != "llm":
-                forced = method == "typed-rag" and rag.classifier is None
+            elif mode != "llm":
+                forced = mode == "typed-rag" and rag.classifier is None
                 types = [t if forced else None for t, _ in questions]
                 t = time.perf_counter()
-                await rag.answer_many(
+                await answerer.answer_many(
                     [q for _, q in questions],
-                    mode=method,
+                    mode=mode,
                     force_type=types,
                     concurrency=concurrency,
                 )
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--default-engine", help="which pipeline engine the summary reports")
     ap.add_argument("--out", type=Path, default=Path("results/latency/summary.json"))
     args = ap.parse_args(argv)
-    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.methods = parse_methods(args.methods)
     overrides: dict[str, Any] = parse_overrides(args.set)
     if args.max_tokens:
         overrides["sampling.max_tokens"] = args.max_tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from typed_rag.messages import CITATION_GROUP
 
@@ -117,31 +118,63 @@ MIN_SENTENCE_WORDS = 5
 MAX_SENTENCE_WORDS = 50
 
 
-def extract_evidence(
-    query: str, passages: Sequence[tuple[int, str]], max_sentences: int = 3
-) -> str:
-    """The passage sentences that best match ``query``, each followed by its ``[n]``.
+Sources = Sequence[tuple[int, str]]  # (citation number, passage text), in rank order
 
-    ``passages`` are ``(citation number, text)`` in rank order. A sentence scores
-    the number of the query's content words (stemmed) it contains; ties go to
-    the better-ranked passage, then the earlier sentence. The picked sentences
-    keep their rank order. Without any match, the top passage's first sentence.
+
+def extract_evidence(items: Sequence[tuple[str, Sources]], max_sentences: int = 3) -> list[str]:
+    """For each ``(query, passages)``: the sentences that best match the query, each
+    followed by its ``[n]``, in passage order.
+
+    A sentence scores the number of the query's content words (stemmed) it
+    contains; ties go to the better-ranked passage, then the earlier sentence.
+    The queries pick in turns, one sentence per round, and a sentence goes to one
+    query only, so sub-queries that retrieve the same passages still bring
+    different evidence. A query left with no matching sentence gets its best
+    remaining one (without any, its best one, shared).
     Why: a sub-answer written by a small model costs a full generation and often
     only copies (or misreads) its passages; the sentences themselves are cheaper
     and cannot misquote.
     """
+    ranked = [_ranked_sentences(query, passages) for query, passages in items]
+    picked: list[list[_Sentence]] = [[] for _ in items]
+    taken: set[str] = set()
+    for _round in range(max_sentences):
+        for mine, candidates in zip(picked, ranked, strict=True):
+            pick = next((c for c in candidates if c.hits and c.text not in taken), None)
+            if pick is not None:
+                mine.append(pick)
+                taken.add(pick.text)
+    for mine, candidates in zip(picked, ranked, strict=True):
+        if not mine and candidates:
+            mine.append(next((c for c in candidates if c.text not in taken), candidates[0]))
+    return [
+        " ".join(f"{_clip(c.text)} [{c.number}]" for c in sorted(mine, key=lambda c: c.order))
+        for mine in picked
+    ]
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    hits: int
+    order: tuple[int, int]  # (passage rank, position in the passage)
+    text: str
+    number: int
+
+
+def _ranked_sentences(query: str, passages: Sources) -> list[_Sentence]:
+    """The passages' sentences, best match for ``query`` first."""
     asked = {stem(w) for w in content_words(query)}
-    scored: list[tuple[int, int, int, str, int]] = []
-    for rank, (number, text) in enumerate(passages):
-        for pos, sentence in enumerate(_SENTENCE_END.split(text)):
-            words = sentence.split()
-            if len(words) < MIN_SENTENCE_WORDS:
-                continue
-            if len(words) > MAX_SENTENCE_WORDS:
-                sentence = " ".join(words[:MAX_SENTENCE_WORDS]) + " ..."
-            hits = len(asked & {stem(w) for w in content_words(sentence)})
-            scored.append((hits, rank, pos, sentence.strip(), number))
-    best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))[:max_sentences]
-    picked = [s for s in best if s[0] > 0] or best[:1]
-    picked.sort(key=lambda s: (s[1], s[2]))
-    return " ".join(f"{sentence} [{number}]" for _h, _r, _p, sentence, number in picked)
+    out = [
+        _Sentence(len(asked & {stem(w) for w in content_words(text)}), (rank, pos), text, number)
+        for rank, (number, passage) in enumerate(passages)
+        for pos, sentence in enumerate(_SENTENCE_END.split(passage))
+        if len((text := sentence.strip()).split()) >= MIN_SENTENCE_WORDS
+    ]
+    return sorted(out, key=lambda c: (-c.hits, c.order))
+
+
+def _clip(sentence: str) -> str:
+    words = sentence.split()
+    if len(words) <= MAX_SENTENCE_WORDS:
+        return sentence
+    return " ".join(words[:MAX_SENTENCE_WORDS]) + " ..."

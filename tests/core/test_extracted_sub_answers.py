@@ -22,26 +22,38 @@ PASSAGES = [
 ]
 
 
+def one(query: str, passages=PASSAGES, n: int = 3) -> str:
+    return extract_evidence([(query, passages)], n)[0]
+
+
 def test_extract_picks_the_best_matching_sentences_with_their_numbers() -> None:
-    text = extract_evidence("chlorophyll in autumn leaves", PASSAGES, max_sentences=2)
     # Both matching sentences, in rank order; "Autumn is a season." is too short.
-    assert text == (
+    assert one("chlorophyll in autumn leaves", n=2) == (
         "Chlorophyll breaks down in autumn leaves as the days shorten. [3] "
         "Anthocyanins are made in autumn from sugars trapped in the leaf. [5]"
     )
-    assert "bark" not in extract_evidence("chlorophyll autumn", PASSAGES, max_sentences=3)
+    assert "bark" not in one("chlorophyll autumn")
+
+
+def test_sub_queries_sharing_passages_take_turns_and_never_repeat() -> None:
+    first, second = extract_evidence([("autumn leaves", PASSAGES), ("autumn leaf", PASSAGES)], 3)
+    assert first.startswith("Chlorophyll") and "Chlorophyll" not in second
+    assert "Anthocyanins" in second
+    # A query whose every match was taken gets its best sentence, shared.
+    _, third = extract_evidence([("chlorophyll", PASSAGES[:1]), ("chlorophyll", PASSAGES[:1])])
+    assert third.startswith("Chlorophyll")
 
 
 def test_extract_without_a_match_falls_back_to_the_top_passage() -> None:
-    assert extract_evidence("volcano eruption", PASSAGES) == (
+    assert one("volcano eruption") == (
         "Chlorophyll breaks down in autumn leaves as the days shorten. [3]"
     )
-    assert extract_evidence("anything", []) == ""
+    assert extract_evidence([("anything", [])]) == [""]
 
 
 def test_extract_cuts_a_long_sentence() -> None:
     long = "leaf " * (MAX_SENTENCE_WORDS + 20)
-    text = extract_evidence("leaf", [(1, long)])
+    text = one("leaf", [(1, long)])
     assert len(text.split()) == MAX_SENTENCE_WORDS + 2 and text.endswith("... [1]")
 
 

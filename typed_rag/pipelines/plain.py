@@ -97,10 +97,12 @@ async def answer_sub_queries(
         ctx.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
 
     if ctx.settings.method.options().sub_answers == "extract":
-        texts = [
-            extract_evidence(q, [(p.citation, p.text) for p in cited])
-            for q, cited in zip(queries, shown, strict=True)
-        ]
+        texts = extract_evidence(
+            [
+                (q, [(p.citation, p.text) for p in cited])
+                for q, cited in zip(queries, shown, strict=True)
+            ]
+        )
         for i, text in enumerate(texts):
             announce(i, text)
     else:
