@@ -101,7 +101,7 @@ def _run_records(
     return records[: args.limit] if args.limit else records
 
 
-def _index_lookup(settings: Settings) -> Lookup:
+def index_lookup(settings: Settings) -> Lookup:
     """Passage texts by id from the BM25 index's store, opened only if a text is missing."""
 
     def lookup(ids: Sequence[str]) -> Mapping[str, tuple[str, str]]:
@@ -118,7 +118,7 @@ def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings
 def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     records = _run_records(args, settings, methods)
-    questions = run_questions(args.run_dir, records, methods, _index_lookup(settings))
+    questions = run_questions(args.run_dir, records, methods, index_lookup(settings))
     if not questions:
         raise UserError(
             f"no question of {args.run_dir} was answered by all of {', '.join(methods)}"
@@ -160,7 +160,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 args.out,
                 judge_model=scorer_name(scorer),
                 methods=methods,
-                lookup=_index_lookup(settings),
+                lookup=index_lookup(settings),
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),
                 **_sampling(settings, scorer),

@@ -22,6 +22,9 @@ from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
 
+# Backends whose engine exposes next-token probabilities (Engine.score_choices).
+PROB_BACKENDS = ("llamacpp", "fake")
+
 
 def data_args(p: argparse.ArgumentParser) -> None:
     """Where the Wiki-NFQA questions come from and what to do with bad records."""

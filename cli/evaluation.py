@@ -12,8 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cli import eval_constraints, eval_papers
+from cli import eval_constraints, eval_papers, eval_support
 from cli.eval_shared import (
+    PROB_BACKENDS,
     build_classifier,
     data_args,
     load_data,
@@ -130,10 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     eval_constraints.register(eval_sub)
     eval_papers.register(eval_sub)
-
-
-# Backends whose engine exposes next-token probabilities (Engine.score_choices).
-PROB_BACKENDS = ("llamacpp", "fake")
+    eval_support.register(eval_sub)
 
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
