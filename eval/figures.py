@@ -19,12 +19,16 @@ METHOD_TITLES = {
     "rag": "RAG",
     "typed-rag": "Typed-RAG",
     "typed-rag@improved": "Typed-RAG (improved)",
+    "typed-rag@paper": "Typed-RAG (paper)",
+    "typed-rag@fast": "Typed-RAG (fast)",
 }
 METHOD_COLOURS = {
     "llm": "#9e9e9e",
     "rag": "#5b8cc9",
     "typed-rag": "#d9822b",
     "typed-rag@improved": "#8e44ad",
+    "typed-rag@paper": "#b5651d",
+    "typed-rag@fast": "#2e8b57",
 }
 
 

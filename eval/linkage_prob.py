@@ -72,8 +72,8 @@ def p_yes(logprobs: dict[str, float]) -> float:
 def gate(dist: Sequence[float], relevant: float) -> tuple[list[float], int]:
     """The gated verdict: with probability 1 - ``relevant`` the answer is off-topic and last.
 
-    Returns the mixed distribution and the discrete verdict, its mode (ties go to
-    the worse rank): last whenever the gate says no (``relevant < 0.5``), and
+    Returns the mixed distribution and the discrete verdict, its mode (an exact tie
+    goes to the better rank): last whenever the gate says no (``relevant < 0.5``), and
     first only when "first" outweighs "off-topic or last" together. Taking the
     mode of LINKAGE's own distribution instead let a doubtful gate (P = 0.5-0.7)
     pass an answer to another question as better than every reference.
@@ -81,7 +81,7 @@ def gate(dist: Sequence[float], relevant: float) -> tuple[list[float], int]:
     worst = len(dist)
     mixed = [relevant * p for p in dist]
     mixed[-1] += 1 - relevant
-    rank = max(range(worst), key=lambda j: (mixed[j], j)) + 1
+    rank = max(range(worst), key=lambda j: mixed[j]) + 1
     return mixed, rank
 
 

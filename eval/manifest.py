@@ -18,7 +18,7 @@ from typing import Any
 
 from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
-from typed_rag.method_settings import MethodSettings
+from typed_rag.method_settings import MethodOptions
 
 MANIFEST = "run.json"
 
@@ -72,8 +72,8 @@ def method_identity(settings: Settings) -> dict[str, Any]:
     """Typed-RAG's method options when they differ from the paper's (absent otherwise, so
     fingerprints of runs made before the options existed still match)."""
     options = settings.method.options().model_dump(mode="json")
-    default = MethodSettings().options().model_dump(mode="json")
-    return {} if options == default else {"method": options}
+    paper = MethodOptions().model_dump(mode="json")
+    return {} if options == paper else {"method": options}
 
 
 def judge_identity(settings: Settings) -> dict[str, Any]:

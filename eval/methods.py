@@ -1,7 +1,8 @@
 """The methods an evaluation compares, and how a method name maps to an answering mode.
 
 ``typed-rag@<profile>`` is typed-rag answering with that ``method.profile`` (issue 15),
-so that a method variant is paired with the default on the same questions in one run.
+so that a method variant (``typed-rag@paper``: the paper's prompts and generated
+sub-answers) is paired with the default on the same questions in one run.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from typed_rag.errors import UserError
-from typed_rag.method_settings import METHOD_PROFILES
+from typed_rag.method_settings import METHOD_PROFILES, MethodSettings
 
-VARIANTS: tuple[str, ...] = tuple(f"typed-rag@{p}" for p in METHOD_PROFILES if p != "paper")
+# typed-rag answers with the default profile; every other profile is a variant.
+DEFAULT_PROFILE: str = MethodSettings.model_fields["profile"].default
+VARIANTS: tuple[str, ...] = tuple(f"typed-rag@{p}" for p in METHOD_PROFILES if p != DEFAULT_PROFILE)
 METHODS: tuple[str, ...] = ("llm", "rag", "typed-rag", *VARIANTS)
 
 

@@ -28,10 +28,10 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("typed-rag", "rag"),
     ("typed-rag", "llm"),
     ("rag", "llm"),
-    ("typed-rag@improved", "typed-rag"),
+    ("typed-rag", "typed-rag@paper"),
+    ("typed-rag@paper", "rag"),
+    ("typed-rag@improved", "typed-rag@paper"),
     ("typed-rag@improved", "rag"),
-    ("typed-rag@fast", "typed-rag"),
-    ("typed-rag@fast", "rag"),
 )
 TYPED = "typed"
 ALL = "all"

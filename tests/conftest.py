@@ -115,12 +115,17 @@ def tiny_corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(tmp_path: Path, tiny_corpus: Path) -> Settings:
-    """Settings isolated under ``tmp_path`` with the tiny corpus and the fake engine."""
+    """Settings isolated under ``tmp_path`` with the tiny corpus and the fake engine.
+
+    The method profile is the paper's, which most pipeline tests are about (its three
+    rounds and generated sub-answers); the default ``fast`` profile has its own tests.
+    """
     return load_settings(
         None,
         **{
             "home": str(tmp_path / "home"),
             "corpus.path": str(tiny_corpus),
             "engine.backend": "fake",
+            "method.profile": "paper",
         },
     )

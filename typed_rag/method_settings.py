@@ -64,7 +64,7 @@ class MethodSettings(BaseModel):
     the paper's prompts.
     """
 
-    profile: Literal["paper", "improved", "fast"] = "paper"
+    profile: Literal["paper", "improved", "fast"] = "fast"
     # 1. The aggregator / debate mediator also see the best passages (global [n])
     #    and are told to drop sub-answer claims that no passage supports.
     grounded_aggregation: bool | None = None

@@ -57,11 +57,12 @@ def test_extract_cuts_a_long_sentence() -> None:
     assert len(text.split()) == MAX_SENTENCE_WORDS + 2 and text.endswith("... [1]")
 
 
-def test_fast_profile_extracts_and_skips_grounded_aggregation() -> None:
-    fast = load_settings(None, **{"method.profile": "fast"}).method.options()
+def test_fast_is_the_default_profile() -> None:
+    fast = load_settings(None).method.options()
     assert fast.sub_answers == "extract" and not fast.grounded_aggregation
     assert fast.require_citations and fast.max_sub_queries == 3
-    assert load_settings(None).method.options().sub_answers == "generate"
+    paper = load_settings(None, **{"method.profile": "paper"}).method.options()
+    assert paper.sub_answers == "generate"
 
 
 async def test_reason_with_extracted_sub_answers_costs_two_rounds(make_rag, settings) -> None:
@@ -94,7 +95,7 @@ async def test_debate_perspectives_are_extracted_too(make_rag, settings) -> None
     assert views["contra"] in user_text(final_request(engine))
 
 
-async def test_generated_sub_answers_stay_the_default(make_rag) -> None:
+async def test_the_paper_profile_generates_sub_answers(make_rag) -> None:
     rag, _engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
     result = await rag.answer(Q, force_type=T.REASON)
     assert [c.step for c in result.calls].count("sub-answer") == 2

@@ -68,10 +68,11 @@ def sub_answer_by_query(answers: dict[str, str], default: str = "Final answer [1
 # --- settings ------------------------------------------------------------------------
 
 
-def test_defaults_are_the_paper_and_profile_fills_only_unset_options(settings) -> None:
-    paper = settings.method.options()
+def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
+    paper = settings.method.options()  # the test settings pin the paper's profile
     assert not paper.grounded_aggregation and not paper.answer_shapes
     assert paper.max_sub_queries == 5 and paper.experience_retrieval == "question"
+    assert paper.sub_answers == "generate"
 
     improved = load_settings(None, **{"method.profile": "improved"}).method.options()
     assert improved.grounded_aggregation and improved.drop_uninformative

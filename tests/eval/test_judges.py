@@ -201,7 +201,7 @@ def test_a_doubtful_gate_cannot_place_an_answer_first() -> None:
     dist = [0.5, 0.2, 0.1, 0.2]
     assert gate(dist, 0.6)[1] == 4
     assert gate(dist, 0.95)[1] == 1  # a confident gate keeps LINKAGE's verdict
-    assert gate([0.25, 0.25, 0.25, 0.25], 1.0)[1] == 4  # ties go to the worse rank
+    assert gate([0.0, 1.0, 0.0, 0.0], 0.5)[1] == 2  # an exact tie keeps the better rank
     linkage = Judgement("k", 0.7, worst=False, best=True, dist=dist)
     relevance = Judgement("k", 0.6, worst=False, best=True)
     (doubtful,) = gated([linkage], [relevance])

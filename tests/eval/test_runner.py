@@ -223,14 +223,15 @@ async def test_typed_rag_answers_follow_the_recorded_labels(
         assert row["route"] == row["type"] == t and row["type_source"] == "forced"
 
 
-METHODS_RUN = "rag,typed-rag,typed-rag@improved"
+METHODS_RUN = "rag,typed-rag,typed-rag@paper,typed-rag@improved"
 
 
 async def test_a_method_variant_is_typed_rag_with_its_profile_on_the_same_questions(
     eval_settings: Settings, tmp_path: Path
 ) -> None:
     """``typed-rag@improved`` answers in typed-rag mode, routed by the recorded labels, with
-    the improved method profile, and is paired with typed-rag and rag in the report."""
+    the improved method profile, and is paired with the paper's profile and rag in the
+    report; the default profile (typed-rag) is paired with the paper's too."""
     records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
     runner, _ = labelled_runner(eval_settings, tmp_path / "run", records, ["REASON"] * len(records))
     await runner.run(records, parse_methods(METHODS_RUN))
@@ -240,7 +241,11 @@ async def test_a_method_variant_is_typed_rag_with_its_profile_on_the_same_questi
     assert all(r["route"] == "REASON" and r["type_source"] == "forced" for r in rows)
     paired = paired_scores(lines(tmp_path / "run" / SCORES), parse_methods(METHODS_RUN))
     pairs = {(r["a"], r["b"]) for r in paired["rows"]}
-    assert {("typed-rag@improved", "typed-rag"), ("typed-rag@improved", "rag")} <= pairs
+    assert {
+        ("typed-rag@improved", "typed-rag@paper"),
+        ("typed-rag@improved", "rag"),
+        ("typed-rag", "typed-rag@paper"),
+    } <= pairs
 
 
 async def test_default_protocol_stores_verdict_distributions(

@@ -206,7 +206,8 @@ def test_browser_shows_type_plan_and_sub_answers_before_the_answer(tmp_path: Pat
     """Every engine call takes 1.5 s: the status must show each step as it happens."""
     from playwright.sync_api import expect, sync_playwright
 
-    settings = server_settings(tmp_path, **{"server.ui": True})
+    # The paper's profile: a slow round of generated sub-answers between plan and answer.
+    settings = server_settings(tmp_path, **{"server.ui": True, "method.profile": "paper"})
     engine = ProbeEngine(delay_s=1.5, token_delay_s=0.05)
     with live_server(settings, make_rag(settings, engine)) as srv, sync_playwright() as p:
         browser = p.chromium.launch(
