@@ -4,7 +4,8 @@ The same folds and fit/select splits as ``typed_rag/classifier/crossval.py`` (se
 but every hyper-parameter (head grid, early stopping, L2, temperatures, biases) is
 chosen on each fold's select part. Embeddings of the 9,587 train + valid questions
 are read from ``$W/emb-NAME.npy`` (write them first: MiniLM / mpnet with
-``embed_questions``, e5 with ``E5Encoder.encode_queries``); per-fold probabilities
+``embed_questions``, e5 with ``E5Encoder.encode_queries`` of the lower-cased questions,
+one thread); per-fold probabilities
 are cached in ``$W/exp`` and each recipe's scores appended to
 ``$W/exp-results.jsonl``. Results: results/classifier/bench-embedders-cv.json.
 
@@ -255,6 +256,10 @@ def main() -> None:
     cv("ens head-minilm + head-mpnet + lexlin-w1 f_plus 8000", ens(hm, hp, lp))
     cv("head-e5-small-q4", he)
     cv("ens head-concat + head-e5 + lexlin-w1", ens(hc, he, l1))
+    cv("ens head-e5 + lexlin-w1", ens(he, l1))
+    cv("ens head-minilm + head-e5 + lexlin-w1", ens(hm, he, l1))
+    cv("ens head-e5 + lexlin-w1 f_plus 8000", ens(he, lp))
+    cv("ens head-minilm + head-e5 + lexlin-w1 f_plus 8000", ens(hm, he, lp))
     if len(sys.argv) > 1 and sys.argv[1] == "--char":  # slow: ~150 s a fold
         cv(
             "ens head-minilm + lexlin-w1 f_char 8000",
