@@ -28,10 +28,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SAMPLE = 1 << 20
+SEPARATOR = "+"  # joins embedder names whose vectors are concatenated
 
 
 def load_sentence_model(settings: Settings, name: str, device: str = "cpu") -> SentenceTransformer:
-    """A sentence-transformers model from a registry name or a local folder."""
+    """A sentence-transformers model from a registry name or a local folder.
+
+    ``"a+b"`` names several models whose embeddings are concatenated (see
+    :class:`ConcatEncoder`): the question-type classifier's head reads both.
+    """
+    if SEPARATOR in name:
+        parts = [_load_one(settings, n, device) for n in name.split(SEPARATOR)]
+        return ConcatEncoder(parts)  # type: ignore[return-value]
+    return _load_one(settings, name, device)
+
+
+def _load_one(settings: Settings, name: str, device: str) -> SentenceTransformer:
     from sentence_transformers import SentenceTransformer
 
     path = ensure_model(settings, name)
@@ -43,6 +55,28 @@ def load_sentence_model(settings: Settings, name: str, device: str = "cpu") -> S
         raise UserError(f"{path}: cannot load a sentence-transformers model: {exc}") from exc
     log.debug("loaded sentence model %s from %s on %s", name, path, device)
     return model
+
+
+class ConcatEncoder:
+    """Several sentence models side by side: ``encode`` concatenates their outputs.
+
+    Why: a topical embedder (MiniLM) and a stronger general one (mpnet) make
+    different mistakes on question form; one head over both beats either.
+    Quacks like a ``SentenceTransformer`` as far as :func:`embed_questions` goes.
+    """
+
+    def __init__(self, models: Sequence[SentenceTransformer]) -> None:
+        if not models:
+            raise ValueError("ConcatEncoder needs at least one model")
+        self.models = list(models)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return sum(embedding_dim(m) for m in self.models)
+
+    def encode(self, texts: Sequence[str], **kwargs: object) -> np.ndarray:
+        kwargs["convert_to_numpy"] = True
+        parts = [np.asarray(m.encode(list(texts), **kwargs), np.float32) for m in self.models]
+        return np.hstack(parts)
 
 
 def embedding_dim(model: SentenceTransformer) -> int:

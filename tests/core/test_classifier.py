@@ -326,3 +326,36 @@ def test_linear_model_learns_cue_words() -> None:
     model, l2 = train_linear(vocab.transform(q_tr), y_tr, vocab.transform(q_va), y_va, steps=100)
     pred = linear_logits(model, vocab.transform(q_va)).argmax(axis=1)
     assert (pred == y_va).mean() == 1.0 and l2 in (1e-5, 1e-4, 1e-3)
+
+
+# ---- several embedders -------------------------------------------------------------
+
+
+def test_concatenated_embedders_feed_one_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``classifier.embedder = "a+b"`` loads both models and the head reads both vectors."""
+    import typed_rag.encoder as encoder
+    from typed_rag.encoder import ConcatEncoder, embed_questions, embedding_dim
+
+    loaded: list[str] = []
+
+    def fake_load(settings: Settings, name: str, device: str) -> StubEncoder:
+        loaded.append(name)
+        return StubEncoder()
+
+    monkeypatch.setattr(encoder, "_load_one", fake_load)
+    enc = encoder.load_sentence_model(Settings(), "a+b")
+    assert loaded == ["a", "b"] and isinstance(enc, ConcatEncoder)
+    assert embedding_dim(enc) == 52  # type: ignore[arg-type]
+    x = embed_questions(enc, ["Why Not?"])  # type: ignore[arg-type]
+    single = StubEncoder().encode(["why not?"])
+    assert x.shape == (1, 52) and np.array_equal(x, np.hstack([single, single]))
+    torch.manual_seed(0)
+    head = MLPHead(52, 8).eval()
+    meta = HeadMeta(embedder="a+b", dim=52, hidden=8)
+    clf = EmbeddingHeadClassifier(enc, head, meta)  # type: ignore[arg-type]
+    assert np.allclose(np.sum(clf.predict_proba(["why not?", "how"]), axis=1), 1.0)
+    assert encoder.load_sentence_model(Settings(), "a") is not None and loaded[-1] == "a"
+    with pytest.raises(ValueError, match="at least one"):
+        ConcatEncoder([])
