@@ -1,10 +1,12 @@
-"""Which sub-answers carry no information, so aggregation can leave them out.
+"""Sub-answers without a generation: which carry no information, and quoted evidence.
 
 A small model answering a sub-query from passages that do not cover it often
 writes nothing useful: an empty reply, the sub-query restated ("Energy boost
 from coffee"), a "the passages do not say" disclaimer, or only a references
 list. Passed on, the aggregator or mediator treats such a reply as a finding.
 :func:`uninformative` names the reason (or None); it is pure and cheap.
+:func:`extract_evidence` replaces the generated sub-answers altogether (the
+default ``fast`` profile), :func:`anchor` attaches the question to a vague sub-query.
 """
 
 from __future__ import annotations
