@@ -70,10 +70,23 @@ async def test_every_type_end_to_end(real_rag: TypedRAG, qtype: T) -> None:
     if qtype is not T.EVIDENCE_BASED:
         assert planned or fell_back, result.plan
     if qtype in (T.REASON, T.INSTRUCTION, T.DEBATE) and planned:
-        assert result.rounds == 3 + sum(1 for c in result.calls if c.step == "plan" and not c.ok)
+        # plan, final answer; the paper's profile adds a round of generated sub-answers
+        generated = real_rag.settings.method.options().sub_answers == "generate"
+        failed_plans = sum(1 for c in result.calls if c.step == "plan" and not c.ok)
+        assert result.rounds == 2 + generated + failed_plans
         assert result.sub_answers
     assert all(c.completion_tokens > 0 for c in result.calls if c.ok)
     assert result.timings["total"] > 0
+
+
+async def test_paper_profile_generates_sub_answers_on_the_real_engine(real_rag: TypedRAG) -> None:
+    paper = real_rag.with_method_profile("paper")
+    result = await paper.answer(QUESTIONS[T.REASON], force_type=T.REASON)
+    if "sub_queries" in result.plan:
+        assert [c.step for c in result.calls if c.ok][-1] == "aggregate"
+        generated = [c for c in result.calls if c.step == "sub-answer"]
+        assert len(generated) == len(result.sub_answers) >= 2
+        assert all(c.completion_tokens > 0 for c in generated)
 
 
 async def test_stream_on_real_engine(real_rag: TypedRAG) -> None:
