@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from dataclasses import replace
@@ -30,21 +29,24 @@ from typed_rag.classifier.crossval import bootstrap_ci, stratified_folds, strati
 from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier.head import HeadConfig, fit_temperature, softmax, train_head
 from typed_rag.classifier.head import logits_of as head_logits
-from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
+from typed_rag.classifier.lexical import (
+    Vocabulary,
+    features,
+    linear_logits,
+    train_linear,
+    words_of,
+)
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
 from typed_rag.types import LABELS
 
 torch.set_num_threads(1)  # a shared 2-core machine: one thread, run under nice
 
-_T = re.compile(r"[a-z0-9']+|[?!]")
-
 
 def f_plus(q):
     """The base features plus word trigrams and the first / last one to three words."""
-    w = _T.findall(q.lower())
-    out = set(w)
-    out.update(f"{a} {b}" for a, b in zip(w, w[1:], strict=False))
+    w = words_of(q)
+    out = features(q)
     out.update(f"{a} {b} {c}" for a, b, c in zip(w, w[1:], w[2:], strict=False))
     for n in (1, 2, 3):
         if len(w) >= n:
@@ -55,14 +57,8 @@ def f_plus(q):
 
 def f_char(q):
     """The base features plus character 3-5-grams of the lower-cased words."""
-    w = _T.findall(q.lower())
-    out = set(w)
-    out.update(f"{a} {b}" for a, b in zip(w, w[1:], strict=False))
-    if w:
-        out.add(f"^{w[0]}")
-    if len(w) > 1:
-        out.add(f"^{w[0]} {w[1]}")
-    t = " " + " ".join(w) + " "
+    out = features(q)
+    t = " " + " ".join(words_of(q)) + " "
     for n in (3, 4, 5):
         out.update("#" + t[i : i + n] for i in range(len(t) - n + 1))
     return out

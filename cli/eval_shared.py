@@ -26,6 +26,17 @@ log = logging.getLogger(__name__)
 PROB_BACKENDS = ("llamacpp", "fake")
 
 
+def require_token_probabilities(scorer: Settings, what: str, instead: str) -> None:
+    """A UserError naming ``what`` and ``instead`` when the judge's backend has no
+    next-token probabilities (they are read, not sampled, by the probability judges)."""
+    backend = scorer.engine.backend
+    if backend not in PROB_BACKENDS:
+        raise UserError(
+            f"{what} reads token probabilities, which the {backend} backend does not "
+            f"expose; {instead}"
+        )
+
+
 def data_args(p: argparse.ArgumentParser) -> None:
     """Where the Wiki-NFQA questions come from and what to do with bad records."""
     p.add_argument("--data-dir", type=Path, help="Wiki-NFQA folder (default: eval.data_dir)")

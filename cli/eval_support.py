@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from cli.eval_papers import index_lookup
-from cli.eval_shared import PROB_BACKENDS, scorer_args, scorer_settings_for, warn_if_self_judged
+from cli.eval_shared import (
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+    warn_if_self_judged,
+)
 from eval.manifest import read_manifest, scorer_name
 from eval.methods import parse_methods
 from eval.resume import progress_bar
@@ -71,11 +76,9 @@ def cmd_support(args: argparse.Namespace, settings: Settings) -> int:
         raise UserError("--limit must be at least 1")
     answers = _answers(args.run_dir, methods, args.limit)
     scorer = scorer_settings_for(settings, args)
-    if scorer.engine.backend not in PROB_BACKENDS:
-        raise UserError(
-            f"the support judge reads token probabilities, which the {scorer.engine.backend} "
-            "backend does not expose; use a llamacpp judge (--scorer-backend llamacpp)"
-        )
+    require_token_probabilities(
+        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
+    )
     warn_if_self_judged(settings, scorer, "support judge")
     engine = engines.build_engine(scorer)
     bar = progress_bar(0, "support verdicts", enabled=not args.no_progress)

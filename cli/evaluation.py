@@ -14,10 +14,10 @@ from typing import Any
 
 from cli import eval_constraints, eval_papers, eval_support
 from cli.eval_shared import (
-    PROB_BACKENDS,
     build_classifier,
     data_args,
     load_data,
+    require_token_probabilities,
     scorer_args,
     scorer_settings_for,
     warn_if_self_judged,
@@ -136,11 +136,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
     protocol = settings.eval.judge_protocol
-    if protocol.startswith("linkage-prob") and scorer.engine.backend not in PROB_BACKENDS:
-        raise UserError(
-            f"judge protocol {protocol} reads token probabilities, which the "
-            f"{scorer.engine.backend} backend does not expose; use a llamacpp scorer or "
-            "--set eval.judge_protocol=linkage"
+    if protocol.startswith("linkage-prob"):
+        require_token_probabilities(
+            scorer,
+            f"judge protocol {protocol}",
+            "use a llamacpp scorer or --set eval.judge_protocol=linkage",
         )
 
 

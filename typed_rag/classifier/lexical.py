@@ -26,9 +26,14 @@ from typed_rag.types import LABELS
 _TOKEN = re.compile(r"[a-z0-9']+|[?!]")
 
 
+def words_of(question: str) -> list[str]:
+    """The lower-cased words (and ? / !) the lexical features are made of."""
+    return _TOKEN.findall(question.lower())
+
+
 def features(question: str) -> set[str]:
     """Words, adjacent word pairs, and the first one and two words marked as openers."""
-    words = _TOKEN.findall(question.lower())
+    words = words_of(question)
     out = set(words)
     out.update(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
     if words:
