@@ -7,9 +7,11 @@ One run, two parts, so every ratio is measured under the same machine load:
    slots (continuous batching): aggregate completion tokens/s and per-request
    latency (median, and the slowest).
 2. Pipelines, per engine: rag / typed-rag / llm answering the same questions
-   one at a time (latency p50; for typed-rag also the p50 of its first progress
-   event, the type), then the whole set at once with ``answer_many``
-   (questions/minute, the batch-evaluation throughput).
+   one at a time, each method on its own system and the methods taking turns
+   question by question (latency p50 and its ratio to RAG's, also the median of
+   the per-question ratios; for typed-rag the p50 of its first progress event,
+   the type), then the whole set at once with ``answer_many`` (questions/minute,
+   the batch-evaluation throughput).
 
     .venv/bin/python benchmarks/latency_bench.py --questions 3 --max-tokens 256
 
@@ -88,66 +90,113 @@ async def bench_pipelines(
     methods: list[str],
     concurrency: int,
     batched: bool = True,
+    warm: bool = True,
 ) -> dict[str, Any]:
-    rag = TypedRAG.from_settings(settings)
-    t0 = time.perf_counter()
-    await rag.start()
-    out: dict[str, Any] = {"load_s": time.perf_counter() - t0, "methods": {}, "eval_q_per_min": {}}
+    """Every method on its own system (its own engine and prompt cache, so none finds
+    another's prompts cached), taking turns question by question, so a slow spell of a
+    shared machine hits them alike; ``warm``: plan prompts prefilled first, as the server
+    does at start."""
+    out: dict[str, Any] = {"load_s": None, "methods": {}, "eval_q_per_min": {}, "warm": warm}
+    systems: dict[str, TypedRAG] = {}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     try:
-        await rag.answer(questions[0][1], mode="llm", sampling={"max_tokens": 8})  # warm-up
         for method in methods:
-            answerer, mode = answerer_for(rag, method), mode_of(method)
-            rows = []
-            for qtype, text in questions:
-                first: list[float] = []
-
-                def on_event(event: Progress, first: list[float] = first) -> None:
-                    if not first:
-                        first.append(event.elapsed_s)
-
-                # Route by the classifier when there is one (its time is in the first
-                # event), else force the type so the typed pipeline still runs.
-                force = qtype if mode == "typed-rag" and rag.classifier is None else None
-                t = time.perf_counter()
-                result = await answerer.answer(text, mode=mode, force_type=force, on_event=on_event)
-                rows.append(
-                    {
-                        "type": qtype,
-                        "routed_type": result.type,
-                        "latency_s": time.perf_counter() - t,
-                        "first_event_s": first[0] if first else None,
-                        "calls": len(result.calls),
-                        "completion_tokens": result.completion_tokens,
-                        "fallbacks": result.fallbacks,
-                    }
-                )
-                print(f"    {method} {qtype}: {rows[-1]['latency_s']:.1f} s", flush=True)
-            firsts = [r["first_event_s"] for r in rows if r["first_event_s"] is not None]
-            out["methods"][method] = {
-                "p50_s": statistics.median(r["latency_s"] for r in rows),
-                "first_event_p50_s": statistics.median(firsts) if firsts else None,
-                "questions": rows,
-            }
-            if mode != "llm" and not batched:
-                # no answer_many pass: one at a time is the rate (a lower bound)
-                total = sum(r["latency_s"] for r in rows)
-                out["eval_q_per_min"][method] = 60 * len(rows) / total
-                out["eval_q_per_min_source"] = "sequential"
-            elif mode != "llm":
-                forced = mode == "typed-rag" and rag.classifier is None
-                types = [t if forced else None for t, _ in questions]
-                t = time.perf_counter()
-                await answerer.answer_many(
-                    [q for _, q in questions],
-                    mode=mode,
-                    force_type=types,
-                    concurrency=concurrency,
-                )
-                wall = time.perf_counter() - t
-                out["eval_q_per_min"][method] = 60 * len(questions) / wall
-                print(f"    {method} batched: {wall:.1f} s", flush=True)
+            systems[method] = rag = TypedRAG.from_settings(settings)
+            t0 = time.perf_counter()
+            await rag.start()
+            out["load_s"] = out["load_s"] or time.perf_counter() - t0
+            if warm:
+                await rag.warm_prompts()
+            await rag.answer(questions[0][1], mode="llm", sampling={"max_tokens": 8})  # warm-up
+        for qtype, text in questions:
+            for method in methods:
+                rows[method].append(await time_one(systems[method], method, qtype, text))
+                print(f"    {method} {qtype}: {rows[method][-1]['latency_s']:.1f} s", flush=True)
+        for method in methods:
+            summarise(method, rows[method], out)
+            if batched and mode_of(method) != "llm":
+                await bench_batched(systems[method], method, questions, concurrency, out)
     finally:
-        await rag.close()
+        for rag in systems.values():
+            await rag.close()
+    return out
+
+
+async def time_one(rag: TypedRAG, method: str, qtype: str, text: str) -> dict[str, Any]:
+    """One question answered alone: latency, first progress event, calls and tokens."""
+    answerer, mode = answerer_for(rag, method), mode_of(method)
+    first: list[float] = []
+
+    def on_event(event: Progress) -> None:
+        if not first:
+            first.append(event.elapsed_s)
+
+    # Route by the classifier when there is one (its time is in the first
+    # event), else force the type so the typed pipeline still runs.
+    force = qtype if mode == "typed-rag" and rag.classifier is None else None
+    t = time.perf_counter()
+    result = await answerer.answer(text, mode=mode, force_type=force, on_event=on_event)
+    return {
+        "type": qtype,
+        "routed_type": result.type,
+        "latency_s": time.perf_counter() - t,
+        "first_event_s": first[0] if first else None,
+        "calls": len(result.calls),
+        "completion_tokens": result.completion_tokens,
+        "fallbacks": result.fallbacks,
+    }
+
+
+def summarise(method: str, rows: list[dict[str, Any]], out: dict[str, Any]) -> None:
+    firsts = [r["first_event_s"] for r in rows if r["first_event_s"] is not None]
+    out["methods"][method] = {
+        "p50_s": statistics.median(r["latency_s"] for r in rows),
+        "first_event_p50_s": statistics.median(firsts) if firsts else None,
+        "questions": rows,
+    }
+    if mode_of(method) != "llm":
+        # one at a time is the rate unless a batched pass replaces it (a lower bound)
+        out["eval_q_per_min"][method] = 60 * len(rows) / sum(r["latency_s"] for r in rows)
+        out["eval_q_per_min_source"] = "sequential"
+
+
+async def bench_batched(
+    rag: TypedRAG,
+    method: str,
+    questions: list[tuple[str, str]],
+    concurrency: int,
+    out: dict[str, Any],
+) -> None:
+    """The whole set at once with ``answer_many`` (the batch-evaluation rate)."""
+    answerer, mode = answerer_for(rag, method), mode_of(method)
+    forced = mode == "typed-rag" and rag.classifier is None
+    t = time.perf_counter()
+    await answerer.answer_many(
+        [q for _, q in questions],
+        mode=mode,
+        force_type=[qtype if forced else None for qtype, _ in questions],
+        concurrency=concurrency,
+    )
+    wall = time.perf_counter() - t
+    out["eval_q_per_min"][method] = 60 * len(questions) / wall
+    out["eval_q_per_min_source"] = "batched"
+    print(f"    {method} batched: {wall:.1f} s", flush=True)
+
+
+def ratios_to_rag(methods: dict[str, Any]) -> dict[str, Any]:
+    """Each method's p50 over RAG's, and the median of its per-question ratios (paired)."""
+    if "rag" not in methods:
+        return {}
+    rag = [r["latency_s"] for r in methods["rag"]["questions"]]
+    out = {}
+    for name, m in methods.items():
+        mine = [r["latency_s"] for r in m["questions"]]
+        out[name] = {
+            "p50_ratio": m["p50_s"] / methods["rag"]["p50_s"],
+            "per_question_median_ratio": statistics.median(
+                a / b for a, b in zip(mine, rag, strict=True)
+            ),
+        }
     return out
 
 
@@ -199,6 +248,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             args.methods,
             concurrency=settings.engine.max_concurrency,
             batched=not args.no_batched,
+            warm=not args.cold,
         )
         save(report, args.out)
     report["loadavg_end"] = os.getloadavg()
@@ -210,6 +260,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             m: {k: v for k, v in r.items() if k != "questions"} for m, r in run_["methods"].items()
         }
         report["eval_q_per_min"] = run_["eval_q_per_min"]
+        report["ratio_to_rag"] = ratios_to_rag(run_["methods"])
     return report
 
 
@@ -253,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--no-batched", action="store_true", help="skip the answer_many pass (q/min sequential)"
+    )
+    ap.add_argument(
+        "--cold", action="store_true", help="skip the plan-prompt prefill the server does at start"
     )
     ap.add_argument("--default-engine", help="which pipeline engine the summary reports")
     ap.add_argument("--out", type=Path, default=Path("results/latency/summary.json"))

@@ -36,6 +36,7 @@ class ServerState:
         self.status: Status = "loading"
         self.error: str | None = None
         self._on_fatal = on_fatal
+        self._warming: asyncio.Task[None] | None = None
 
     async def load(self) -> None:
         """Build (unless injected) and start TypedRAG; record a failure instead of raising."""
@@ -64,13 +65,28 @@ class ServerState:
                 self._on_fatal(self.error)
             return
         self.status = "ready"
+        if self.settings.server.warm_prompts:
+            self._warming = asyncio.create_task(self._warm())
         log.info(
             "Typed-RAG ready (engine.backend=%s, engine.model=%s)",
             self.settings.engine.backend,
             self.settings.engine.model,
         )
 
+    async def _warm(self) -> None:
+        """Fill the engine's prompt cache; a failure only costs speed, so it is logged."""
+        try:
+            sent = await self.rag.warm_prompts()
+            log.info("prompt cache warmed with %d plan prompts", sent)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the server works without it
+            log.warning("could not warm the prompt cache: %s", exc)
+
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         rag, self.rag = self.rag, None
         self.status = "closed"
         if rag is not None:

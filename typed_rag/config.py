@@ -158,9 +158,10 @@ class EngineSettings(BaseModel):
     model: str = "qwen2.5-coder-1.5b-instruct-q4km"  # registry name, local path or Hub id
     n_ctx: int = 8192
     n_threads: int | None = None
-    # llama.cpp: reuse the KV cache of a shared prompt prefix. Faster, but a seeded
-    # request may then sample differently depending on what ran before it.
-    prefix_cache: bool = False
+    # llama.cpp: KV snapshots of recent prompts (MiB); a prompt that starts like one of
+    # them skips that prefix. Seeded requests sample the same text either way; 0 keeps
+    # only the previous prompt.
+    prompt_cache_mib: int = Field(default=512, ge=0)
     max_concurrency: int = 8
     # llama-server (llama.cpp's HTTP server as a supervised child; parallel slots with
     # continuous batching): slots decoded together, each with n_ctx tokens of context.
@@ -207,6 +208,9 @@ class ServerSettings(BaseModel):
     max_json_depth: int = 32  # deeper JSON nesting is refused (400) before it is decoded
     sse_keepalive_s: float = 15.0  # SSE comment sent while a stream waits on its plan rounds
     ui: bool = True
+    # Once ready, prefill the typed pipelines' plan prompts (in the engine's queue, ~20 s
+    # on a 2-core CPU) so that the first question of each type skips their fixed part.
+    warm_prompts: bool = True
 
 
 class ConversationSettings(BaseModel):

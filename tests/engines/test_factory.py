@@ -31,14 +31,21 @@ def test_llamacpp_backend_uses_a_local_gguf_and_settings(tmp_path: Path) -> None
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     eng = build_engine(
-        with_engine(tmp_path, backend="llamacpp", model=str(gguf), n_ctx=1024, n_threads=3)
+        with_engine(
+            tmp_path,
+            backend="llamacpp",
+            model=str(gguf),
+            n_ctx=1024,
+            n_threads=3,
+            prompt_cache_mib=64,
+        )
     )
     assert isinstance(eng, LlamaCppEngine)
-    assert (eng.model_path, eng.n_ctx, eng.n_threads, eng.prefix_cache) == (
+    assert (eng.model_path, eng.n_ctx, eng.n_threads, eng.prompt_cache.budget_bytes) == (
         gguf.resolve(),
         1024,
         3,
-        False,
+        64 * 2**20,
     )
 
 

@@ -100,6 +100,9 @@ class Engine(abc.ABC):
         """False once the backend has died; the server reports 503 then."""
         return True
 
+    async def prefill(self, messages: list[dict[str, str]]) -> None:  # noqa: B027 - optional
+        """Evaluate a prompt without generating, so a prompt cache holds its prefix."""
+
     @abc.abstractmethod
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         """Run a batch of requests together; results are in request order."""

@@ -43,7 +43,7 @@ def build_engine(settings: Settings) -> Engine:
             path,
             n_ctx=cfg.n_ctx,
             n_threads=cfg.n_threads,
-            prefix_cache=cfg.prefix_cache,
+            prompt_cache_mib=cfg.prompt_cache_mib,
             model_name=cfg.model,
         )
     if backend == "llama-server":

@@ -9,10 +9,10 @@ a flag).
 Prompts are built with the chat template stored in the GGUF (the same Jinja
 formatter ``create_chat_completion`` uses), JSON-schema requests are decoded
 under a grammar compiled from the schema, and every request's seed is applied.
-The KV cache is cleared before each request unless ``prefix_cache`` is on:
-llama.cpp computes reused prefix tokens in different batch shapes, which
-changes the numbers slightly, so with the cache a seeded request can sample a
-different text depending on what ran before it.
+A prompt reuses the KV cells of the longest prefix it shares with the previous
+prompt or with a snapshot of a recent one (``prompt_cache``), evaluated in
+position-aligned blocks so that a seeded request samples the same text whether
+or not its prefix was cached (see ``prompt_cache``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future as ThreadFuture
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,25 @@ from typed_rag.engines.base import (
     StreamDelta,
 )
 from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, grammar, post, resolve
+from typed_rag.engines.prompt_cache import (
+    PromptCache,
+    aligned_blocks,
+    as_tokens,
+    common_prefix,
+    load_sequence,
+    reusable,
+    safe_reuse,
+    save_sequence,
+)
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PrefillRequest:
+    """Evaluate a prompt and keep its KV snapshot; nothing is generated."""
+
+    messages: list[dict[str, str]]
 
 
 class LlamaCppEngine(Engine):
@@ -56,16 +74,22 @@ class LlamaCppEngine(Engine):
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
-        n_batch: int = 512,
-        prefix_cache: bool = False,
+        n_batch: int = 128,
+        prompt_cache_mib: int = 512,
         model_name: str | None = None,
     ) -> None:
+        """``n_batch`` is the prompt block size: 128 prefills a 785-token prompt at 58
+        tokens/s on 2 cores, 512 at 46. ``prompt_cache_mib`` bounds the KV snapshots
+        of recent prompts (0: only the previous prompt's prefix is reused)."""
         self.model_path = Path(model_path)
         self.model = model_name or self.model_path.stem
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
-        self.prefix_cache = prefix_cache
+        self.prompt_cache = PromptCache(prompt_cache_mib * 2**20)
+        # The prompt whose KV cells sequence 0 holds, all computed in aligned blocks.
+        self._live = as_tokens([])
+        self.reused_tokens = 0  # prompt tokens served from the cache, for benchmarks
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready: ThreadFuture[None] | None = None
@@ -111,7 +135,12 @@ class LlamaCppEngine(Engine):
         """One forward pass per request; consecutive requests share their common prompt prefix."""
         return await self._submit(requests)
 
-    async def _submit(self, requests: Sequence[ChatRequest | ChoiceRequest]) -> list[Any]:
+    async def prefill(self, messages: list[dict[str, str]]) -> None:
+        await self._submit([PrefillRequest(messages)])
+
+    async def _submit(
+        self, requests: Sequence[ChatRequest | ChoiceRequest | PrefillRequest]
+    ) -> list[Any]:
         """Queue the requests in order and await their results; cancelling drops them all."""
         await self.start()
         loop = asyncio.get_running_loop()
@@ -182,6 +211,11 @@ class LlamaCppEngine(Engine):
             try:
                 if isinstance(job.request, ChoiceRequest):
                     result: Any = self._score(job.request)
+                elif isinstance(job.request, PrefillRequest):
+                    ids, _, _ = self.prompt_tokens(job.request.messages)
+                    self._prefill(ids[: self.n_ctx - 1])
+                    self._remember(ids[: self.n_ctx - 1])
+                    result = None
                 else:
                     result = self._run(job)
                 post(job.loop, resolve, job.future, result, None)
@@ -255,9 +289,8 @@ class LlamaCppEngine(Engine):
     def _score(self, req: ChoiceRequest) -> ChoiceResult:
         """Log-softmax of the next-token logits after the templated prompt plus ``prefix``.
 
-        The KV cache keeps the longest prefix shared with the previous request
-        (a judge's instructions, question and references repeat across its
-        candidates), so only the new tail is evaluated.
+        A judge's instructions, question and references repeat across its
+        candidates, so the prompt cache leaves only the new tail to evaluate.
         """
         llm = self._llm
         start = time.perf_counter()
@@ -274,17 +307,11 @@ class LlamaCppEngine(Engine):
             if len(toks) != 1:
                 raise EngineError(f"choice {choice!r} is {len(toks)} tokens; choices must be one")
             choice_ids[choice] = toks[0]
-        cached = list(llm._input_ids[: llm.n_tokens])
-        keep = 0
-        for a, b in zip(cached, ids[:-1], strict=False):  # always evaluate the last token
-            if a != b:
-                break
-            keep += 1
-        llm.n_tokens = keep
-        llm.eval(ids[keep:])
+        keep = self._prefill(ids)
         # Without logits_all, llama.cpp keeps the logits of each batch's last token only.
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
         logits = logits.astype(np.float64)
+        self._remember(ids)
         top = logits.max()
         log_z = top + np.log(np.exp(logits - top).sum())
         return ChoiceResult(
@@ -292,6 +319,42 @@ class LlamaCppEngine(Engine):
             prompt_tokens=len(ids) - keep,
             latency_s=time.perf_counter() - start,
         )
+
+    def _prefill(self, ids: list[int]) -> int:
+        """Evaluate the prompt in aligned blocks after the longest reusable cached prefix.
+
+        The last token is always evaluated: its logits are what gets sampled.
+        Returns how many tokens were reused.
+        """
+        import llama_cpp  # heavy: llama_cpp
+
+        llm = self._llm
+        head = as_tokens(ids[:-1])
+        keep = reusable(common_prefix(self._live, head))
+        snapshot, n = self.prompt_cache.best(head)
+        n = safe_reuse(n, len(ids), self.n_batch)
+        keep = safe_reuse(keep, len(ids), self.n_batch)
+        if snapshot is not None and n > keep:
+            keep = n if load_sequence(llama_cpp, llm._ctx.ctx, snapshot.data) else 0
+        self._live = as_tokens([])  # until the prompt is evaluated in full
+        llm.input_ids[:keep] = ids[:keep]
+        llm.n_tokens = keep  # eval drops the cells after it
+        for start, stop in aligned_blocks(keep, len(ids), self.n_batch):
+            llm.eval(ids[start:stop])
+        self._live = as_tokens(ids)
+        self.reused_tokens += keep
+        return keep
+
+    def _remember(self, ids: list[int]) -> None:
+        """Cut the KV cells back to the prompt and keep a snapshot of it."""
+        llm = self._llm
+        llm.n_tokens = len(ids)
+        llm._ctx.kv_cache_seq_rm(0, len(ids), -1)
+        tokens = self._live
+        if self.prompt_cache.budget_bytes and not self.prompt_cache.covers(tokens):
+            import llama_cpp  # heavy: llama_cpp
+
+            self.prompt_cache.add(tokens, save_sequence(llama_cpp, llm._ctx.ctx))
 
     def _run(self, job: Job) -> ChatResult:
         from llama_cpp import StoppingCriteriaList  # heavy: llama_cpp
@@ -311,8 +374,7 @@ class LlamaCppEngine(Engine):
         criteria = StoppingCriteriaList([guard])
         if template_criteria is not None:
             criteria.extend(template_criteria)
-        if not self.prefix_cache:
-            llm.reset()
+        self._prefill(ids)
         kwargs: dict[str, Any] = {
             "prompt": ids,
             # The guard enforces the limit: llama-cpp-python lets a few extra
@@ -347,6 +409,7 @@ class LlamaCppEngine(Engine):
             # Positions evaluated after the prompt (exact for an end-of-sequence
             # stop; a stop string ends before its last token is evaluated).
             completion_tokens = llm.n_tokens - len(ids)
+        self._remember(ids)
         if guard.hit_limit:
             finish, completion_tokens = "length", limit
         if job.cancelled.is_set():

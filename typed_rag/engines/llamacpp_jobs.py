@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from typed_rag.engines.base import ChatRequest, ChoiceRequest
-
 DeltaSink = Callable[[str], None]
 
 
@@ -24,7 +22,7 @@ DeltaSink = Callable[[str], None]
 class Job:
     """One request on its way through the worker thread."""
 
-    request: ChatRequest | ChoiceRequest
+    request: Any  # ChatRequest, ChoiceRequest or the engine's PrefillRequest
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     on_delta: DeltaSink | None = None

@@ -24,6 +24,7 @@ from typed_rag.constraints import Constraints, enforce, named_in, with_instructi
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine
 from typed_rag.json_reply import PlanError
 from typed_rag.messages import Messages
+from typed_rag.method_settings import MethodOptions
 from typed_rag.progress import Kind, Progress, ProgressSink
 from typed_rag.result import CitedPassage, LLMCall, Result
 from typed_rag.retrieval import Passage, Reranker, Retriever
@@ -337,6 +338,9 @@ class Pipeline:
 
     prepare: Prepare
     plan: type[Plan] | None = None  # None: the route makes no plan (plain RAG, the LLM)
+    # The plan prompt for a question: its fixed part (everything before the question)
+    # is prefilled at server start so that engines with a prompt cache skip it later.
+    plan_prompt: Callable[[str, MethodOptions], Messages] | None = None
 
 
 async def plan_or_fallback(

@@ -176,4 +176,4 @@ async def prepare(ctx: Context) -> Final:
     return Final("answer", await guide(ctx, messages))
 
 
-PIPELINE = Pipeline(prepare, ComparisonPlan)
+PIPELINE = Pipeline(prepare, ComparisonPlan, lambda q, _o: comparison_plan_messages(q))

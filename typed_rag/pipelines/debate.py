@@ -252,4 +252,4 @@ async def prepare(ctx: Context) -> Final:
     )
 
 
-PIPELINE = Pipeline(prepare, DebatePlan)
+PIPELINE = Pipeline(prepare, DebatePlan, lambda q, o: debate_plan_messages(q, o.max_sub_queries))

@@ -216,5 +216,15 @@ async def prepare_instruction(ctx: Context) -> Final:
     return await prepare(ctx, QuestionType.INSTRUCTION)
 
 
-REASON = Pipeline(prepare_reason, DecompositionPlan)
-INSTRUCTION = Pipeline(prepare_instruction, DecompositionPlan)
+REASON = Pipeline(
+    prepare_reason,
+    DecompositionPlan,
+    lambda q, o: decomposition_plan_messages(q, "REASON", o.max_sub_queries, o.sub_query_style),
+)
+INSTRUCTION = Pipeline(
+    prepare_instruction,
+    DecompositionPlan,
+    lambda q, o: decomposition_plan_messages(
+        q, "INSTRUCTION", o.max_sub_queries, o.sub_query_style
+    ),
+)

@@ -113,4 +113,4 @@ async def prepare(ctx: Context) -> Final:
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
 
 
-PIPELINE = Pipeline(prepare, KeywordPlan)
+PIPELINE = Pipeline(prepare, KeywordPlan, lambda q, _o: experience_plan_messages(q))
