@@ -27,8 +27,8 @@ SHORT = ChatRequest(
 )
 
 
-def long_request(words: int) -> ChatRequest:
-    text = " ".join(f"item{i} is blue" for i in range(words // 3))
+def long_request(words: int, colour: str = "blue") -> ChatRequest:
+    text = " ".join(f"{colour} item{i}" for i in range(words // 3))
     return ChatRequest(
         messages=[{"role": "user", "content": text + "\nWhich item is red?"}],
         max_tokens=4,
@@ -53,7 +53,8 @@ async def test_cancel_stops_prompt_processing(smollm2_gguf: Path) -> None:
         whole = await timed(engine, long)  # what an abandoned request would cost
         assert whole > fresh + 2.0, (whole, fresh)  # the test means something
 
-        task = asyncio.ensure_future(engine.generate([long]))
+        # Another long prompt: the engine's prompt cache would answer the same one at once.
+        task = asyncio.ensure_future(engine.generate([long_request(600, colour="green")]))
         await asyncio.sleep(min(1.0, whole / 4))  # well inside its prompt processing
         task.cancel()
         after = await timed(engine, SHORT)
