@@ -125,11 +125,10 @@ class TypedRAG:
         from typed_rag.pipelines import TYPED
 
         opts = self.settings.method.options()
-        pipelines = [p for p in dict.fromkeys(TYPED.values()) if p.plan_prompt is not None]
-        for pipeline in pipelines:
-            assert pipeline.plan_prompt is not None
-            await self.engine.prefill(pipeline.plan_prompt("", opts))
-        return len(pipelines)
+        prompts = [p.plan_prompt for p in dict.fromkeys(TYPED.values()) if p.plan_prompt]
+        for plan_prompt in prompts:
+            await self.engine.prefill(plan_prompt("", opts))
+        return len(prompts)
 
     def healthy(self) -> bool:
         return self.engine.healthy()

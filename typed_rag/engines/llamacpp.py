@@ -212,9 +212,9 @@ class LlamaCppEngine(Engine):
                 if isinstance(job.request, ChoiceRequest):
                     result: Any = self._score(job.request)
                 elif isinstance(job.request, PrefillRequest):
-                    ids, _, _ = self.prompt_tokens(job.request.messages)
-                    self._prefill(ids[: self.n_ctx - 1])
-                    self._remember(ids[: self.n_ctx - 1])
+                    ids = self.prompt_tokens(job.request.messages)[0][: self.n_ctx - 1]
+                    self._prefill(ids)
+                    self._remember(ids)
                     result = None
                 else:
                     result = self._run(job)

@@ -21,6 +21,7 @@ from typed_rag.json_reply import (
     norm_key,
 )
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
+from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
@@ -217,12 +218,17 @@ def mediator_messages(
     return chat(MEDIATOR_SYSTEM, user)
 
 
+def plan_prompt(question: str, opts: MethodOptions) -> Messages:
+    return debate_plan_messages(question, opts.max_sub_queries)
+
+
 async def prepare(ctx: Context) -> Final:
-    limit = options(ctx).max_sub_queries
+    opts = options(ctx)
+    limit = opts.max_sub_queries
     plan = await plan_or_fallback(
         ctx,
         "debate",
-        debate_plan_messages(ctx.question, limit),
+        plan_prompt(ctx.question, opts),
         debate_schema(limit),
         lambda text: parse_debate(text, limit),
     )
@@ -252,4 +258,4 @@ async def prepare(ctx: Context) -> Final:
     )
 
 
-PIPELINE = Pipeline(prepare, DebatePlan, lambda q, o: debate_plan_messages(q, o.max_sub_queries))
+PIPELINE = Pipeline(prepare, DebatePlan, plan_prompt)

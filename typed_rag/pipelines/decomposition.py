@@ -8,12 +8,13 @@ Three engine rounds: the plan, every sub-answer in one batch, the aggregator.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from typed_rag.json_reply import extract_json, lookup, only_list, string_list
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
+from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
@@ -180,16 +181,20 @@ def aggregation_messages(
     return chat(AGGREGATOR_SYSTEM, user)
 
 
+def plan_prompt(question_type: QuestionType) -> Callable[[str, MethodOptions], Messages]:
+    """The plan prompt of ``question_type`` as the method options shape it."""
+    return lambda question, opts: decomposition_plan_messages(
+        question, question_type.value, opts.max_sub_queries, opts.sub_query_style
+    )
+
+
 async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     opts = options(ctx)
     limit = opts.max_sub_queries
-    messages = decomposition_plan_messages(
-        ctx.question, question_type.value, limit, opts.sub_query_style
-    )
     plan = await plan_or_fallback(
         ctx,
         question_type.value.lower(),
-        messages,
+        plan_prompt(question_type)(ctx.question, opts),
         sub_query_schema(limit),
         lambda text: parse_sub_queries(text, limit),
     )
@@ -216,15 +221,7 @@ async def prepare_instruction(ctx: Context) -> Final:
     return await prepare(ctx, QuestionType.INSTRUCTION)
 
 
-REASON = Pipeline(
-    prepare_reason,
-    DecompositionPlan,
-    lambda q, o: decomposition_plan_messages(q, "REASON", o.max_sub_queries, o.sub_query_style),
-)
+REASON = Pipeline(prepare_reason, DecompositionPlan, plan_prompt(QuestionType.REASON))
 INSTRUCTION = Pipeline(
-    prepare_instruction,
-    DecompositionPlan,
-    lambda q, o: decomposition_plan_messages(
-        q, "INSTRUCTION", o.max_sub_queries, o.sub_query_style
-    ),
+    prepare_instruction, DecompositionPlan, plan_prompt(QuestionType.INSTRUCTION)
 )
