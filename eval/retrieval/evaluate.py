@@ -8,6 +8,7 @@ A config is named by a spec: a first stage, optionally followed by a reranker::
     bm25+mpnet-rrf@30        BM25 top 30, RRF of BM25's and all-mpnet-base-v2's ranks
     rm3+minilm-rerank@50     RM3 top 50 reordered by all-MiniLM-L6-v2 alone
     bm25/t0.3/a0.1           BM25 top 100 rescored by title match and article support
+    bm25+minilm-rrf@20>0.3   ... and only passages whose reranker score is at least 0.3
 
 Every config answers all questions (``k = 100``); recall@k is the share of questions
 whose normalised gold answer string is in the top k (:mod:`eval.retrieval.answer_recall`),
@@ -57,7 +58,7 @@ TYPED_TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE")
 _SPEC = re.compile(
     r"^(?P<base>bm25|rm3(?::(?P<fd>\d+):(?P<ft>\d+):(?P<w>[0-9.]+))?)"
     r"(?:/t(?P<title>[0-9.]+))?(?:/a(?P<article>[0-9.]+))?"
-    r"(?:\+(?P<model>[\w.-]+?)-(?P<order>rerank|rrf)@(?P<depth>\d+))?$"
+    r"(?:\+(?P<model>[\w.-]+?)-(?P<order>rerank|rrf)@(?P<depth>\d+)(?:>(?P<floor>-?[0-9.]+))?)?$"
 )
 
 
@@ -75,6 +76,7 @@ class Spec:
     model: str | None = None  # reranker short name or registry name / folder
     order: str = "rrf"
     depth: int = 0
+    floor: float | None = None  # reranker score below which a passage is not shown
 
     @classmethod
     def parse(cls, text: str) -> Spec:
@@ -82,7 +84,7 @@ class Spec:
         if not m:
             raise UserError(
                 f"bad retrieval config {text!r}: expected bm25|rm3[:DOCS:TERMS:WEIGHT]"
-                "[/tTITLE][/aARTICLE][+MODEL-rerank|rrf@DEPTH], e.g. bm25/t0.2+mpnet-rrf@30"
+                "[/tTITLE][/aARTICLE][+MODEL-rerank|rrf@DEPTH[>FLOOR]], e.g. bm25/t0.2+mpnet-rrf@30"
             )
         g = m.groupdict()
         spec = cls(
@@ -96,6 +98,7 @@ class Spec:
             model=g["model"],
             order=g["order"] or "rrf",
             depth=int(g["depth"] or 0),
+            floor=float(g["floor"]) if g["floor"] else None,
         )
         if spec.model and spec.depth < 1:
             raise UserError(f"bad retrieval config {text!r}: the rerank depth must be >= 1")
@@ -117,7 +120,8 @@ def settings_spec(settings: Settings) -> str:
     rr = settings.reranker
     model = {"gguf": rr.gguf_model, "e5": rr.e5_model}.get(rr.kind, rr.biencoder_model)
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
-    return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}"
+    floor = "" if r.rerank_floor is None else f">{r.rerank_floor:g}"
+    return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}{floor}"
 
 
 class Builder:
@@ -159,6 +163,7 @@ class Builder:
             depth=spec.depth,
             order=spec.order,  # type: ignore[arg-type]
             rrf_k=self.settings.retrieval.rrf_k,
+            floor=spec.floor,
         )
 
 

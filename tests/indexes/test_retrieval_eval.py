@@ -202,8 +202,9 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     s = Spec.parse("rm3:5:20:0.7+mpnet-rrf@30")
     assert (s.base, s.fb_docs, s.fb_terms, s.orig_weight) == ("rm3", 5, 20, 0.7)
     assert (s.model, s.order, s.depth) == ("mpnet", "rrf", 30)
-    assert Spec.parse("bm25").model is None
-    for bad in ("bm26", "bm25+mpnet@30", "bm25+mpnet-rrf@0", "rm3:1:1:1.5"):
+    assert Spec.parse("bm25").model is None and Spec.parse("bm25").floor is None
+    assert Spec.parse("bm25+minilm-rrf@20>0.35").floor == 0.35
+    for bad in ("bm26", "bm25+mpnet@30", "bm25+mpnet-rrf@0", "rm3:1:1:1.5", "bm25>0.3"):
         with pytest.raises(UserError):
             Spec.parse(bad)
     assert settings_spec(_with(settings)) == "bm25"
@@ -216,6 +217,9 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
         },
     )
     assert settings_spec(s2) == "rm3+mpnet-rrf@30"
+    floored = _with(settings, **{"retrieval.rerank_depth": 20, "retrieval.rerank_floor": 0.25})
+    assert settings_spec(floored) == "bm25+minilm-rrf@20>0.25"
+    assert Spec.parse(settings_spec(floored)).floor == 0.25
 
 
 def _nfqa(root: Path) -> Path:
