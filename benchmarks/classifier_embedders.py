@@ -8,6 +8,8 @@ are read from ``$W/emb-NAME.npy`` (write them first: MiniLM / mpnet with
 one thread); per-fold probabilities
 are cached in ``$W/exp`` and each recipe's scores appended to
 ``$W/exp-results.jsonl``. Results: results/classifier/bench-embedders-cv.json.
+``--finetuned`` adds the fine-tuned encoder (``fine_tune``, 2 threads, ~7 minutes a fold
+on an idle 2-core CPU) alone and in ensembles.
 
     W=~/.cache/typed-rag/bench/classifier-16b python benchmarks/classifier_embedders.py
 """
@@ -27,9 +29,12 @@ import torch
 
 from typed_rag.classifier.crossval import bootstrap_ci, stratified_folds, stratified_split
 from typed_rag.classifier.data import read_nfcats_csv, split_path
+from typed_rag.classifier.finetune import FineTuneConfig, logits_of
+from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.head import HeadConfig, fit_temperature, softmax, train_head
 from typed_rag.classifier.head import logits_of as head_logits
 from typed_rag.classifier.lexical import (
+    FEATURE_SETS,
     Vocabulary,
     features,
     linear_logits,
@@ -38,21 +43,10 @@ from typed_rag.classifier.lexical import (
 )
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
+from typed_rag.models import ensure_model
 from typed_rag.types import LABELS
 
 torch.set_num_threads(1)  # a shared 2-core machine: one thread, run under nice
-
-
-def f_plus(q):
-    """The base features plus word trigrams and the first / last one to three words."""
-    w = words_of(q)
-    out = features(q)
-    out.update(f"{a} {b} {c}" for a, b, c in zip(w, w[1:], w[2:], strict=False))
-    for n in (1, 2, 3):
-        if len(w) >= n:
-            out.add("^" + " ".join(w[:n]))
-            out.add(" ".join(w[-n:]) + "$")
-    return out
 
 
 def f_char(q):
@@ -62,6 +56,9 @@ def f_char(q):
     for n in (3, 4, 5):
         out.update("#" + t[i : i + n] for i in range(len(t) - n + 1))
     return out
+
+
+FEATURE_SETS["char"] = f_char  # bench only: too slow to train for the artefact
 
 
 W = Path(os.environ["W"])
@@ -144,26 +141,40 @@ def _h(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:8]
 
 
-def lexlin(power: float = 1.0, feats=None, max_terms: int = 4000, l2_grid=(1e-5, 1e-4, 1e-3)):
-    import typed_rag.classifier.lexical as lx
-
-    tag = f"lexlin-{power}-{feats.__name__ if feats else 'base'}-{max_terms}-{_h(l2_grid)}"
+def lexlin(power: float = 1.0, feature_set: str = "base", max_terms: int = 4000,
+           l2_grid=(1e-5, 1e-4, 1e-3)):  # fmt: skip
+    tag = f"lexlin-{power}-{feature_set}-{max_terms}-{_h(l2_grid)}"
 
     def fold(i, fit, sel, test):
         def run():
-            old = lx.features
-            if feats:
-                lx.features = feats
-            try:
-                v = Vocabulary.fit([Q[j] for j in fit], max_terms=max_terms)
-                x = v.transform(Q)
-            finally:
-                lx.features = old
+            v = Vocabulary.fit([Q[j] for j in fit], max_terms=max_terms, feature_set=feature_set)
+            x = v.transform(Q)
             m, l2 = train_linear(x[fit], Y[fit], x[sel], Y[sel], l2_grid=l2_grid, power=power)
             z = linear_logits(m, x[sel])
             t = fit_temperature(z, Y[sel])
             print(f"    {tag} l2={l2}", flush=True)
             return softmax(z, t), softmax(linear_logits(m, x[test]), t)
+
+        return cached(tag, i, run)
+
+    return fold
+
+
+def finetuned(**overrides):
+    """all-MiniLM-L6-v2 fine-tuned on fit, best epoch and temperature on select (the recipe of
+    ``classifier train --kind finetuned`` without its lexical part)."""
+    cfg = replace(FineTuneConfig(), **overrides)
+    tag = f"finetuned-{_h(cfg)}"
+
+    def fold(i, fit, sel, test):
+        def run():
+            folder = ensure_model(S, "all-MiniLM-L6-v2")
+            q_fit, q_sel = [Q[j] for j in fit], [Q[j] for j in sel]
+            res, tok, _ = fine_tune(folder, q_fit, Y[fit], q_sel, Y[sel], cfg, seed=SEED)
+            t = fit_temperature(res.valid_logits, Y[sel])
+            z = logits_of(res.model, tok, [Q[j] for j in test], cfg.max_length, batch_size=128)
+            print(f"    {tag} best epoch {res.best_epoch}, {res.seconds:.0f} s", flush=True)
+            return softmax(res.valid_logits, t), softmax(z, t)
 
         return cached(tag, i, run)
 
@@ -233,13 +244,13 @@ def main() -> None:
     """The recipes measured for issue 16, in the order they were run."""
     hm, hp, l1 = head("all-MiniLM-L6-v2"), head("all-mpnet-base-v2"), lexlin(1.0)
     hc, he = head("all-MiniLM-L6-v2+all-mpnet-base-v2"), head("e5-small-q4")
-    lp = lexlin(1.0, feats=f_plus, max_terms=8000)
+    lp = lexlin(1.0, feature_set="plus", max_terms=8000)
     cv("lexlin-w1", l1)
     cv("head-minilm (grid per fold)", hm)
     cv("ens head-minilm + lexlin-w1", ens(hm, l1))
     cv("biased(ens head-minilm + lexlin-w1)", biased(ens(hm, l1)))
-    cv("lexlin-w1 f_plus 4000", lexlin(1.0, feats=f_plus))
-    cv("ens head-minilm + lexlin-w1 f_plus 4000", ens(hm, lexlin(1.0, feats=f_plus)))
+    cv("lexlin-w1 f_plus 4000", lexlin(1.0, feature_set="plus"))
+    cv("ens head-minilm + lexlin-w1 f_plus 4000", ens(hm, lexlin(1.0, feature_set="plus")))
     cv("lexlin-w1 f_plus 8000", lp)
     cv("ens head-minilm + lexlin-w1 f_plus 8000", ens(hm, lp))
     cv("head-mpnet", hp)
@@ -256,11 +267,19 @@ def main() -> None:
     cv("ens head-minilm + head-e5 + lexlin-w1", ens(hm, he, l1))
     cv("ens head-e5 + lexlin-w1 f_plus 8000", ens(he, lp))
     cv("ens head-minilm + head-e5 + lexlin-w1 f_plus 8000", ens(hm, he, lp))
-    if len(sys.argv) > 1 and sys.argv[1] == "--char":  # slow: ~150 s a fold
+    if "--char" in sys.argv[1:]:  # slow: ~150 s a fold
         cv(
             "ens head-minilm + lexlin-w1 f_char 8000",
-            ens(hm, lexlin(1.0, feats=f_char, max_terms=8000)),
+            ens(hm, lexlin(1.0, feature_set="char", max_terms=8000)),
         )
+    if "--finetuned" in sys.argv[1:]:
+        ft = finetuned()
+        cv("finetuned", ft)
+        cv("ens finetuned + lexlin-w1", ens(ft, l1))
+        cv("ens finetuned + lexlin-w1 f_plus 8000", ens(ft, lp))
+        cv("ens finetuned + head-minilm + lexlin-w1 f_plus 8000", ens(ft, hm, lp))
+        cv("ens finetuned + head-e5 + lexlin-w1 f_plus 8000", ens(ft, he, lp))
+        cv("ens finetuned + head-minilm + head-e5 + lexlin-w1 f_plus 8000", ens(ft, hm, he, lp))
 
 
 if __name__ == "__main__":

@@ -102,7 +102,8 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path | None:
-    """The existing artefact if it loads and was trained with the requested encoder and seed."""
+    """The existing artefact if it loads and was trained with the requested encoder, seed and
+    lexical part (or none)."""
     from typed_rag.classifier import embedding_head, finetune  # heavy: torch
 
     wanted = args.embedder or settings.classifier.embedder
@@ -114,15 +115,17 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
             if not path.is_file():
                 return None
             fmeta = finetune.read_meta(path)
-            return path if fmeta.base == wanted and fmeta.seed == args.seed else None
-        path = embedding_head.artefact_path(settings)
-        if not path.is_file():
-            return None
-        _, meta = embedding_head.load_artefact(path)
+            trained_on, seed, lexical = fmeta.base, fmeta.seed, fmeta.lexical
+        else:
+            path = embedding_head.artefact_path(settings)
+            if not path.is_file():
+                return None
+            _, meta = embedding_head.load_artefact(path)
+            trained_on, seed, lexical = meta.embedder, meta.seed, meta.lexical
     except UserError:
         return None
-    same_features = (meta.lexical is not None) == settings.classifier.lexical
-    return path if meta.embedder == wanted and meta.seed == args.seed and same_features else None
+    same_features = (lexical is not None) == settings.classifier.lexical
+    return path if trained_on == wanted and seed == args.seed and same_features else None
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -236,13 +236,13 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
     import typed_rag.classifier.training as training
     from cli.main import main
-    from typed_rag.classifier.lexical import LinearModel
+    from typed_rag.classifier.lexical import LexicalPart, LinearModel, Vocabulary
 
     home = tmp_path / "home"
     head = MLPHead(26, 8)
-    lex = {"terms": ["why"], "idf": [1.0], "temperature": 1.0, "ensemble_temperature": 1.0}
-    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42, lexical=lex)
-    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta, LinearModel(1))
+    lex = LexicalPart(Vocabulary(["why"], [1.0]), LinearModel(1), 1.0, 1.0)
+    meta = HeadMeta(embedder="all-MiniLM-L6-v2", dim=26, hidden=8, seed=42)
+    save_artefact(home / "classifier" / ARTEFACT_NAME, head, meta, lex)
     trained: list[int] = []
 
     def fake_train(settings, *, seed, **kwargs):
@@ -278,21 +278,21 @@ def test_lexical_features_mark_openers_and_pairs() -> None:
 
 def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) -> None:
     from typed_rag.classifier.embedding_head import load_artefact_with_lexical
-    from typed_rag.classifier.lexical import LinearModel, Vocabulary
+    from typed_rag.classifier.lexical import LexicalPart, LinearModel, Vocabulary
 
     vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
     torch.manual_seed(0)
     head = MLPHead(26, 8).eval()
     lexical = LinearModel(len(vocab.terms))
     torch.nn.init.normal_(lexical.weight)
-    lex_meta = {"terms": vocab.terms, "idf": vocab.idf, "temperature": 2.0,
-                "ensemble_temperature": 0.5}  # fmt: skip
-    meta = HeadMeta(embedder="stub", dim=26, hidden=8, temperature=1.5, lexical=lex_meta)
+    part = LexicalPart(vocab, lexical, temperature=2.0, ensemble_temperature=0.5, info={"l2": 0.1})
+    meta = HeadMeta(embedder="stub", dim=26, hidden=8, temperature=1.5)
     path = tmp_path / ARTEFACT_NAME
-    save_artefact(path, head, meta, lexical)
+    save_artefact(path, head, meta, part)
     loaded, meta2, lex2 = load_artefact_with_lexical(path)
-    assert meta2.lexical == lex_meta and lex2 is not None
-    assert torch.equal(lex2.weight, lexical.weight)
+    assert meta2.lexical == part.meta() and lex2 is not None
+    assert lex2.info == {"l2": 0.1} and lex2.vocabulary == vocab
+    assert torch.equal(lex2.model.weight, lexical.weight)
     clf = EmbeddingHeadClassifier(StubEncoder(), loaded, meta2, lexical=lex2)  # type: ignore[arg-type]
     qs = ["Why not?", "how to bake"]
     probs = np.array(clf.predict_proba(qs))
@@ -303,10 +303,25 @@ def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) 
     q = softmax(z, 2.0)
     expected = softmax((np.log(p) + np.log(q)) / 2, 0.5)
     assert np.allclose(probs, expected, atol=1e-6)
-    with pytest.raises(UserError, match="lexical model and its metadata"):
-        EmbeddingHeadClassifier(StubEncoder(), loaded, meta2)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="go together"):
-        save_artefact(path, head, meta)
+    # An artefact written before feature sets existed reads as the base set.
+    old_meta = {k: v for k, v in part.meta().items() if k != "feature_set"}
+    old = LexicalPart.from_artefact(old_meta, part.tensors("x."), "x.", 8)
+    assert old.vocabulary.feature_set == "base" and np.allclose(old.join(p, qs), expected)
+
+
+def test_richer_features_add_trigrams_and_closing_words() -> None:
+    from typed_rag.classifier.lexical import Vocabulary, features, features_plus
+
+    q = "Which is better for beginners, tea or coffee?"
+    plus = features_plus(q)
+    assert features(q) < plus
+    assert {"^which is better", "or coffee ?$", "?$", "tea or coffee"} <= plus
+    qs = ["is tea better?", "is coffee better?", "why is tea hot"]
+    vocab = Vocabulary.fit(qs, min_df=2, feature_set="plus")
+    assert "better ?$" in vocab.terms and vocab.feature_set == "plus"
+    assert vocab.transform(["is milk better?"])[0, vocab.terms.index("better ?$")] > 0
+    with pytest.raises(UserError, match="unknown lexical feature set 'chars'"):
+        Vocabulary.fit(qs, feature_set="chars")
 
 
 def test_linear_model_learns_cue_words() -> None:

@@ -122,7 +122,8 @@ def test_artefact_round_trip_gives_the_same_probabilities(
 
     (res, tok, _), (q_va, _) = trained
     path, meta = _save(tmp_path, trained)
-    model, loaded_meta = load_artefact(path)
+    model, loaded_meta, lexical = load_artefact(path)
+    assert lexical is None
     assert loaded_meta == FineTunedMeta(**json.loads(json.dumps(meta.__dict__)))
     clf = FineTunedClassifier(model, AutoTokenizer.from_pretrained(str(tiny_bert)), meta)
     probs = np.array(clf.predict_proba(q_va))
@@ -146,6 +147,48 @@ def test_build_classifier_loads_finetuned_kind(tmp_path: Path, tiny_bert: Path, 
     assert isinstance(clf, FineTunedClassifier)
     preds = clf.predict(q_va[:3])
     assert all(p.type in LABELS for p in preds)
+
+
+def _write_csv(path: Path, questions: list[str], labels: list[int]) -> Path:
+    import csv
+
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["annotated_by", "category", "question"])
+        w.writerows(["test", LABELS[y].value, q] for q, y in zip(questions, labels, strict=True))
+    return path
+
+
+def test_train_finetuned_with_lexical_part_saves_what_it_scored(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    """``classifier train --kind finetuned`` joins the lexical part: the saved classifier gives
+    the probabilities the training report scored, and they are the geometric mean of both."""
+    from typed_rag.classifier.head import combine
+    from typed_rag.classifier.training import train_finetuned_classifier
+
+    q_tr, y_tr = _questions(16, seed=1)
+    q_va, y_va = _questions(4, seed=2)
+    train_csv = _write_csv(tmp_path / "train.csv", q_tr, y_tr)
+    valid_csv = _write_csv(tmp_path / "valid.csv", q_va, y_va)
+    settings = load_settings(
+        None, **{"home": str(tmp_path / "home"), "classifier.kind": "finetuned"}
+    )
+    summary = train_finetuned_classifier(
+        settings, base=str(tiny_bert), seed=5, train_path=train_csv, valid_path=valid_csv,
+        config=CONFIG, echo=lambda _: None,
+    )  # fmt: skip
+    clf = build_classifier(settings)
+    assert isinstance(clf, FineTunedClassifier) and clf.lexical is not None
+    assert clf.lexical.vocabulary.feature_set == "plus"
+    probs = np.array(clf.predict_proba(q_va))
+    report = classification_report(np.asarray(y_va), probs.argmax(axis=1))
+    assert report.macro_f1 == pytest.approx(summary.valid.macro_f1)
+    alone = torch.softmax(torch.from_numpy(clf.logits(q_va)) / clf.meta.temperature, -1).numpy()
+    z = clf.lexical.model(torch.from_numpy(clf.lexical.vocabulary.transform(q_va))).detach()
+    lex = torch.softmax(z / clf.lexical.temperature, -1).numpy()
+    assert np.allclose(probs, combine([alone, lex], clf.lexical.ensemble_temperature), atol=1e-5)
+    assert read_meta(summary.artefact).lexical == clf.lexical.meta()
 
 
 def test_missing_or_foreign_artefact_is_a_user_error(tmp_path: Path) -> None:
@@ -179,12 +222,17 @@ def test_train_if_missing_for_finetuned_kind(
         raise UserError("training was called")
 
     monkeypatch.setattr(training, "train_finetuned_classifier", fake_train)
-    base = ["--set", f"home={home}", "classifier", "train", "--kind", "finetuned", "--if-missing"]
+    # saved without a lexical part, so up to date only where none is wanted
+    no_lex = ["--set", f"home={home}", "--set", "classifier.lexical=false"]
+    base = [*no_lex, "classifier", "train", "--kind", "finetuned", "--if-missing"]
     assert main(base) == 0 and calls == []
     assert "classifier up to date" in capsys.readouterr().out
     assert main([*base, "--seed", "7"]) == 2 and calls == [7]
-    kind_set = ["--set", f"home={home}", "--set", "classifier.kind=finetuned"]
+    kind_set = [*no_lex, "--set", "classifier.kind=finetuned"]
     assert main([*kind_set, "classifier", "train", "--if-missing"]) == 0 and calls == [7]
+    with_lexical = ["--set", f"home={home}", "classifier", "train", "--kind", "finetuned",
+                    "--if-missing"]  # fmt: skip
+    assert main(with_lexical) == 2 and calls == [7, 42]  # a lexical part is wanted: retrain
     assert main(["--set", f"home={home}", "--set", "classifier.kind=nfcats",
                  "classifier", "train"]) == 2  # fmt: skip
     assert "not trained here" in capsys.readouterr().err

@@ -133,3 +133,32 @@ def test_missing_artefact_is_a_clean_cli_error(tmp_path: Path, capsys) -> None:
     rc = main(["--set", f"home={tmp_path}", "classifier", "predict", "why?"])
     assert rc == 2
     assert "run `typed-rag classifier train`" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_finetuned_kind_trains_evaluates_and_predicts_through_the_cli(
+    tmp_path: Path, minilm: Path, data: tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    """The fine-tuned MiniLM (with its lexical part) end to end: train, eval agrees with the
+    training report, predict prints a type."""
+    home = tmp_path / "home"
+    kind = ["--set", f"home={home}", "--set", "classifier.kind=finetuned"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        rc = main(
+            [
+                *kind, "--set", f"classifier.embedder={minilm}", "classifier", "train",
+                "--train", str(data[0]), "--valid", str(data[1]), "--seed", "3",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    metrics = json.loads((home / "classifier" / "metrics-finetuned.json").read_text())
+    assert metrics["valid"]["n"] == 80 and metrics["valid"]["accuracy"] > 0.45
+    assert metrics["calibration"]["nll_after"] <= metrics["calibration"]["nll_before"] + 1e-9
+    out = tmp_path / "eval.json"
+    assert main([*kind, "classifier", "eval", "--data", str(data[1]), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())["report"]
+    assert report["macro_f1"] == pytest.approx(metrics["valid"]["macro_f1"])
+    capsys.readouterr()
+    assert main([*kind, "classifier", "predict", "How do I bake bread?"]) == 0
+    assert capsys.readouterr().out.split()[0] in {t.value for t in LABELS}

@@ -23,7 +23,8 @@ import torch
 from typed_rag.classifier.artefact import read_artefact, write_artefact
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
-from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits
+from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
+from typed_rag.classifier.lexical import LexicalPart
 from typed_rag.config import Settings
 from typed_rag.encoder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.errors import UserError
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 ARTEFACT_NAME = "type_head.safetensors"
 METRICS_NAME = "metrics.json"
 FORMAT = "typed-rag/type-head/1"
-LEXICAL = "lexical."  # prefix of the lexical model's tensors
 
 
 @dataclass
@@ -53,9 +53,8 @@ class HeadMeta:
     seed: int = 0
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
-    # The lexical model beside the head, or None: {"terms", "idf"} (its vocabulary),
-    # "temperature" (its own calibration), "ensemble_temperature" (of the combination),
-    # "l2", "class_weight_power"; its weights are the artefact's ``lexical.*`` tensors.
+    # The lexical model beside the head (``LexicalPart.meta()``), or None; its weights
+    # are the artefact's ``lexical.*`` tensors.
     lexical: dict[str, Any] | None = None
 
 
@@ -64,15 +63,17 @@ def artefact_path(settings: Settings) -> Path:
 
 
 def save_artefact(
-    path: Path, head: MLPHead, meta: HeadMeta, lexical: LinearModel | None = None
+    path: Path, head: MLPHead, meta: HeadMeta, lexical: LexicalPart | None = None
 ) -> None:
-    """Write weights and metadata atomically (temp name, then rename)."""
-    if (lexical is None) != (meta.lexical is None):
-        raise ValueError("the lexical model and its metadata go together")
+    """Write weights and metadata atomically (temp name, then rename); the lexical part's
+    metadata replaces ``meta.lexical``."""
     tensors = dict(head.state_dict())
+    fields = asdict(meta)
+    fields["lexical"] = None
     if lexical is not None:
-        tensors |= {f"{LEXICAL}{k}": v for k, v in lexical.state_dict().items()}
-    write_artefact(path, tensors, FORMAT, asdict(meta))
+        tensors |= lexical.tensors(LEXICAL)
+        fields["lexical"] = lexical.meta()
+    write_artefact(path, tensors, FORMAT, fields)
 
 
 def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
@@ -81,8 +82,8 @@ def load_artefact(path: Path) -> tuple[MLPHead, HeadMeta]:
     return head, meta
 
 
-def load_artefact_with_lexical(path: Path) -> tuple[MLPHead, HeadMeta, LinearModel | None]:
-    """The head, the metadata and the lexical model (None if the head was trained alone)."""
+def load_artefact_with_lexical(path: Path) -> tuple[MLPHead, HeadMeta, LexicalPart | None]:
+    """The head, the metadata and the lexical part (None if the head was trained alone)."""
     if not path.is_file():
         raise UserError(
             f"no trained question-type classifier at {path}; run `typed-rag classifier train` "
@@ -92,14 +93,11 @@ def load_artefact_with_lexical(path: Path) -> tuple[MLPHead, HeadMeta, LinearMod
     fields, tensors = read_artefact(path, FORMAT, "typed-rag classifier artefact", tensors=True)
     meta = HeadMeta(**fields)
     head = MLPHead(meta.dim, meta.hidden, n_labels=len(meta.labels))
-    lex_tensors = {k[len(LEXICAL) :]: v for k, v in tensors.items() if k.startswith(LEXICAL)}
     lexical = None
     try:
         head.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(LEXICAL)})
         if meta.lexical is not None:
-            lexical = LinearModel(len(meta.lexical["terms"]), len(meta.labels))
-            lexical.load_state_dict(lex_tensors)
-            lexical.eval()
+            lexical = LexicalPart.from_artefact(meta.lexical, tensors, LEXICAL, len(meta.labels))
     except RuntimeError as exc:
         raise UserError(f"{path}: weights do not match the recorded shape: {exc}") from exc
     head.eval()
@@ -118,7 +116,7 @@ class EmbeddingHeadClassifier(TypeClassifier):
         head: MLPHead,
         meta: HeadMeta,
         batch_size: int = 64,
-        lexical: LinearModel | None = None,
+        lexical: LexicalPart | None = None,
     ) -> None:
         dim = embedding_dim(encoder)
         if dim != meta.dim:
@@ -126,16 +124,11 @@ class EmbeddingHeadClassifier(TypeClassifier):
                 f"embedder {meta.embedder!r} gives {dim}-d vectors but the head expects "
                 f"{meta.dim}-d; retrain with `typed-rag classifier train`"
             )
-        if (lexical is None) != (meta.lexical is None):
-            raise UserError("classifier artefact: lexical model and its metadata do not match")
         self.encoder = encoder
         self.head = head
         self.meta = meta
         self.batch_size = batch_size
         self.lexical = lexical
-        self.vocabulary = (
-            Vocabulary(meta.lexical["terms"], meta.lexical["idf"]) if meta.lexical else None
-        )
 
     @classmethod
     def load(cls, settings: Settings) -> EmbeddingHeadClassifier:
@@ -163,17 +156,6 @@ class EmbeddingHeadClassifier(TypeClassifier):
             return []
         x = embed_questions(self.encoder, list(questions), batch_size=self.batch_size)
         p = self.proba_from_embeddings(x)
-        if self.lexical is not None and self.vocabulary is not None and self.meta.lexical:
-            z = linear_logits(self.lexical, self.vocabulary.transform(questions))
-            q = softmax(z, self.meta.lexical["temperature"])
-            p = combine([p, q], self.meta.lexical["ensemble_temperature"])
+        if self.lexical is not None:
+            p = self.lexical.join(p, questions)
         return p.tolist()
-
-
-def combine(probabilities: Sequence[np.ndarray], temperature: float) -> np.ndarray:
-    """Geometric mean of calibrated probabilities, softmaxed with ``temperature``."""
-    return softmax(ensemble_logits(probabilities), temperature)
-
-
-def ensemble_logits(probabilities: Sequence[np.ndarray]) -> np.ndarray:
-    return np.mean([np.log(np.maximum(p, 1e-12)) for p in probabilities], axis=0)

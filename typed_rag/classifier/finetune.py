@@ -27,6 +27,8 @@ from torch import nn
 from typed_rag.classifier.artefact import read_artefact, write_artefact
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.head import softmax
+from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
+from typed_rag.classifier.lexical import LexicalPart
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
@@ -70,6 +72,9 @@ class FineTunedMeta:
     seed: int = 0
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # The lexical part joined to the encoder (``LexicalPart.meta()``), or None; its weights
+    # are the artefact's ``lexical.*`` tensors.
+    lexical: dict[str, Any] | None = None
 
 
 class FineTunedModel(nn.Module):
@@ -121,9 +126,18 @@ def base_model(folder: Path, dropout: float) -> tuple[FineTunedModel, Any, dict[
     return FineTunedModel(encoder, hidden, len(LABELS), dropout), tokenizer, config
 
 
-def save_artefact(path: Path, model: FineTunedModel, meta: FineTunedMeta) -> None:
-    """Weights and metadata in one file, written atomically (temp name, then rename)."""
-    write_artefact(path, dict(model.state_dict()), FORMAT, asdict(meta))
+def save_artefact(
+    path: Path, model: FineTunedModel, meta: FineTunedMeta, lexical: LexicalPart | None = None
+) -> None:
+    """Weights and metadata in one file, written atomically (temp name, then rename); the
+    lexical part's metadata replaces ``meta.lexical``."""
+    tensors = dict(model.state_dict())
+    fields = asdict(meta)
+    fields["lexical"] = None
+    if lexical is not None:
+        tensors |= lexical.tensors(LEXICAL)
+        fields["lexical"] = lexical.meta()
+    write_artefact(path, tensors, FORMAT, fields)
 
 
 def read_meta(path: Path) -> FineTunedMeta:
@@ -132,8 +146,9 @@ def read_meta(path: Path) -> FineTunedMeta:
     return FineTunedMeta(**fields)
 
 
-def load_artefact(path: Path) -> tuple[FineTunedModel, FineTunedMeta]:
-    """Rebuild the fine-tuned model from one file; a missing or foreign file is a UserError."""
+def load_artefact(path: Path) -> tuple[FineTunedModel, FineTunedMeta, LexicalPart | None]:
+    """Rebuild the fine-tuned model (and its lexical part) from one file; a missing or foreign
+    file is a UserError."""
     from safetensors.torch import load_file  # heavy: safetensors
 
     if not path.is_file():
@@ -145,15 +160,20 @@ def load_artefact(path: Path) -> tuple[FineTunedModel, FineTunedMeta]:
     meta = read_meta(path)
     encoder, hidden = _encoder_from_config(meta.encoder_config)
     model = FineTunedModel(encoder, hidden, len(meta.labels), dropout=0.0)
+    tensors = load_file(str(path))
+    lexical = None
     try:
-        model.load_state_dict(load_file(str(path)))
+        model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(LEXICAL)})
+        if meta.lexical is not None:
+            lexical = LexicalPart.from_artefact(meta.lexical, tensors, LEXICAL, len(meta.labels))
     except RuntimeError as exc:
         raise UserError(f"{path}: weights do not match the recorded encoder: {exc}") from exc
-    return model.eval(), meta
+    return model.eval(), meta, lexical
 
 
 class FineTunedClassifier(TypeClassifier):
-    """The fine-tuned encoder on the lower-cased question, temperature-scaled softmax."""
+    """The fine-tuned encoder on the lower-cased question, temperature-scaled softmax; with a
+    lexical part, the calibrated geometric mean of both, calibrated again."""
 
     name = "finetuned"
 
@@ -164,26 +184,28 @@ class FineTunedClassifier(TypeClassifier):
         meta: FineTunedMeta,
         batch_size: int = 64,
         device: str = "cpu",
+        lexical: LexicalPart | None = None,
     ) -> None:
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         self.meta = meta
         self.batch_size = batch_size
         self.device = device
+        self.lexical = lexical
 
     @classmethod
     def load(cls, settings: Settings) -> FineTunedClassifier:
         """The artefact in ``settings.classifier_dir`` and its base model's tokenizer."""
         from transformers import AutoTokenizer  # heavy: transformers
 
-        model, meta = load_artefact(artefact_path(settings))
+        model, meta, lexical = load_artefact(artefact_path(settings))
         folder = ensure_model(settings, meta.base)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
         except (OSError, ValueError) as exc:
             raise UserError(f"{folder}: cannot load the tokenizer of {meta.base!r}: {exc}") from exc
         c = settings.classifier
-        return cls(model, tokenizer, meta, batch_size=c.batch_size, device=c.device)
+        return cls(model, tokenizer, meta, c.batch_size, c.device, lexical)
 
     def logits(self, questions: Sequence[str]) -> np.ndarray:
         """Raw logits, shape ``(n, 8)``."""
@@ -193,7 +215,10 @@ class FineTunedClassifier(TypeClassifier):
     def predict_proba(self, questions: Sequence[str]) -> list[list[float]]:
         if not questions:
             return []
-        return softmax(self.logits(questions), self.meta.temperature).tolist()
+        p = softmax(self.logits(questions), self.meta.temperature)
+        if self.lexical is not None:
+            p = self.lexical.join(p, questions)
+        return p.tolist()
 
 
 def tokenize_questions(

@@ -12,7 +12,7 @@ rows) without overwhelming the common ones.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,6 +158,16 @@ def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     z -= z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
+
+
+def ensemble_logits(probabilities: Sequence[np.ndarray]) -> np.ndarray:
+    """The mean log-probability of several models (their geometric mean, unnormalised)."""
+    return np.mean([np.log(np.maximum(p, 1e-12)) for p in probabilities], axis=0)
+
+
+def combine(probabilities: Sequence[np.ndarray], temperature: float) -> np.ndarray:
+    """Geometric mean of calibrated probabilities, softmaxed with ``temperature``."""
+    return softmax(ensemble_logits(probabilities), temperature)
 
 
 def nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:

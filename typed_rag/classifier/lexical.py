@@ -4,7 +4,9 @@ Why: question type is largely carried by form words ("why", "how do I",
 "difference between", "your experience", "best"), which a sentence embedding
 trained for topical similarity blurs. A small vocabulary learnt from the
 training questions costs nothing at inference and travels in the artefact's
-metadata as plain JSON.
+metadata as plain JSON. :class:`LexicalPart` is the logistic regression on
+them, calibrated and joined to another model's probabilities (the embedding
+head's or the fine-tuned encoder's).
 """
 
 from __future__ import annotations
@@ -12,17 +14,26 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import torch
 
-from typed_rag.classifier.head import class_weights
+from typed_rag.classifier.head import (
+    class_weights,
+    combine,
+    ensemble_logits,
+    fit_temperature,
+    softmax,
+)
 from typed_rag.classifier.metrics import classification_report
+from typed_rag.errors import UserError
 from typed_rag.types import LABELS
 
+TENSOR_PREFIX = "lexical."  # the lexical part's tensors in an artefact beside another model's
 _TOKEN = re.compile(r"[a-z0-9']+|[?!]")
 
 
@@ -43,34 +54,69 @@ def features(question: str) -> set[str]:
     return out
 
 
+def features_plus(question: str) -> set[str]:
+    """:func:`features` plus word trigrams and the first and last one to three words
+    (closing words carry type too: "... better?", "... for beginners")."""
+    words = words_of(question)
+    out = features(question)
+    out.update(f"{a} {b} {c}" for a, b, c in zip(words, words[1:], words[2:], strict=False))
+    for n in (1, 2, 3):
+        if len(words) >= n:
+            out.add("^" + " ".join(words[:n]))
+            out.add(" ".join(words[-n:]) + "$")
+    return out
+
+
+FEATURE_SETS: dict[str, Callable[[str], set[str]]] = {"base": features, "plus": features_plus}
+
+
+def feature_function(name: str) -> Callable[[str], set[str]]:
+    try:
+        return FEATURE_SETS[name]
+    except KeyError:
+        raise UserError(
+            f"unknown lexical feature set {name!r}; known: {', '.join(FEATURE_SETS)}"
+        ) from None
+
+
 @dataclass
 class Vocabulary:
-    """Feature names and their inverse document frequencies (a JSON-friendly pair of lists)."""
+    """Feature names and their inverse document frequencies (a JSON-friendly pair of lists),
+    and the name of the feature set they come from."""
 
     terms: list[str]
     idf: list[float]
+    feature_set: str = "base"
 
     @classmethod
-    def fit(cls, questions: Sequence[str], max_terms: int = 4000, min_df: int = 2) -> Vocabulary:
+    def fit(
+        cls,
+        questions: Sequence[str],
+        max_terms: int = 4000,
+        min_df: int = 2,
+        feature_set: str = "base",
+    ) -> Vocabulary:
         """The ``max_terms`` features seen in most questions (at least ``min_df``), by df."""
+        extract = feature_function(feature_set)
         df: Counter[str] = Counter()
         for q in questions:
-            df.update(features(q))
+            df.update(extract(q))
         kept = sorted((t for t, c in df.items() if c >= min_df), key=lambda t: (-df[t], t))
         kept = kept[:max_terms]
         n = len(questions)
-        return cls(kept, [math.log((1 + n) / (1 + df[t])) + 1.0 for t in kept])
+        return cls(kept, [math.log((1 + n) / (1 + df[t])) + 1.0 for t in kept], feature_set)
 
     @cached_property
-    def _lookup(self) -> tuple[dict[str, int], np.ndarray]:
-        return {t: i for i, t in enumerate(self.terms)}, np.asarray(self.idf, dtype=np.float32)
+    def _lookup(self) -> tuple[dict[str, int], np.ndarray, Callable[[str], set[str]]]:
+        index = {t: i for i, t in enumerate(self.terms)}
+        return index, np.asarray(self.idf, dtype=np.float32), feature_function(self.feature_set)
 
     def transform(self, questions: Sequence[str]) -> np.ndarray:
         """Binary term presence x idf, L2-normalised rows; shape ``(n, len(terms))``."""
-        index, idf = self._lookup
+        index, idf, extract = self._lookup
         out = np.zeros((len(questions), len(self.terms)), dtype=np.float32)
         for row, q in enumerate(questions):
-            cols = [index[f] for f in features(q) if f in index]
+            cols = [index[f] for f in extract(q) if f in index]
             out[row, cols] = idf[cols]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
@@ -129,3 +175,81 @@ def train_linear(
 def linear_logits(model: LinearModel, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         return model(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
+
+
+@dataclass
+class LexicalPart:
+    """The logistic regression with its vocabulary, its own temperature, and the temperature
+    of its geometric mean with the model it is joined to (both fitted on valid)."""
+
+    vocabulary: Vocabulary
+    model: LinearModel
+    temperature: float
+    ensemble_temperature: float
+    info: dict[str, Any] = field(default_factory=dict)  # recorded (l2, scores), not used
+
+    def join(self, probabilities: np.ndarray, questions: Sequence[str]) -> np.ndarray:
+        """The other model's calibrated probabilities combined with this model's."""
+        z = linear_logits(self.model, self.vocabulary.transform(questions))
+        return combine([probabilities, softmax(z, self.temperature)], self.ensemble_temperature)
+
+    def meta(self) -> dict[str, Any]:
+        """What an artefact's metadata keeps (the weights go in its tensors)."""
+        v = self.vocabulary
+        return self.info | {
+            "terms": v.terms,
+            "idf": v.idf,
+            "feature_set": v.feature_set,
+            "temperature": self.temperature,
+            "ensemble_temperature": self.ensemble_temperature,
+        }
+
+    def tensors(self, prefix: str) -> dict[str, torch.Tensor]:
+        return {f"{prefix}{k}": v for k, v in self.model.state_dict().items()}
+
+    @classmethod
+    def from_artefact(
+        cls, meta: dict[str, Any], tensors: dict[str, torch.Tensor], prefix: str, n_labels: int
+    ) -> LexicalPart:
+        """Rebuild from :meth:`meta` and the tensors named with ``prefix``; artefacts written
+        before feature sets existed use the base set."""
+        known = ("terms", "idf", "feature_set", "temperature", "ensemble_temperature")
+        vocab = Vocabulary(meta["terms"], meta["idf"], meta.get("feature_set", "base"))
+        model = LinearModel(len(vocab.terms), n_labels)
+        model.load_state_dict(
+            {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+        )
+        info = {k: v for k, v in meta.items() if k not in known}
+        return cls(vocab, model.eval(), meta["temperature"], meta["ensemble_temperature"], info)
+
+
+def train_lexical_part(
+    train_q: Sequence[str],
+    train_y: np.ndarray,
+    valid_q: Sequence[str],
+    valid_y: np.ndarray,
+    other_valid: np.ndarray,
+    feature_set: str = "base",
+    max_terms: int = 4000,
+    power: float = 1.0,
+) -> tuple[LexicalPart, np.ndarray]:
+    """Fit the vocabulary and the regression on train (L2 chosen on valid), its temperature on
+    valid, and the temperature of its geometric mean with ``other_valid`` (the other model's
+    calibrated valid probabilities). Returns the part and the joined valid logits (before
+    the ensemble temperature)."""
+    vocab = Vocabulary.fit(train_q, max_terms=max_terms, feature_set=feature_set)
+    x_va = vocab.transform(valid_q)
+    model, l2 = train_linear(vocab.transform(train_q), train_y, x_va, valid_y, power=power)
+    z = linear_logits(model, x_va)
+    t_lex = fit_temperature(z, valid_y)
+    alone = softmax(z, t_lex)
+    joined = ensemble_logits([other_valid, alone])
+    t_ens = fit_temperature(joined, valid_y)
+    info = {
+        "l2": l2,
+        "class_weight_power": power,
+        "max_terms": max_terms,
+        "valid_macro_f1_alone": classification_report(valid_y, z.argmax(axis=1)).macro_f1,
+    }
+    part = LexicalPart(vocab, model, t_lex, t_ens, info)
+    return part, joined

@@ -22,13 +22,7 @@ import numpy as np
 
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.data import LabelledQuestions, read_nfcats_csv, split_path
-from typed_rag.classifier.embedding_head import (
-    METRICS_NAME,
-    HeadMeta,
-    artefact_path,
-    ensemble_logits,
-    save_artefact,
-)
+from typed_rag.classifier.embedding_head import METRICS_NAME, HeadMeta, artefact_path, save_artefact
 from typed_rag.classifier.finetune import FineTuneConfig, FineTunedMeta
 from typed_rag.classifier.finetune import artefact_path as finetuned_artefact_path
 from typed_rag.classifier.finetune import save_artefact as save_finetuned
@@ -43,7 +37,7 @@ from typed_rag.classifier.head import (
     softmax,
     train_head,
 )
-from typed_rag.classifier.lexical import LinearModel, Vocabulary, linear_logits, train_linear
+from typed_rag.classifier.lexical import LexicalPart, train_lexical_part
 from typed_rag.classifier.metrics import Report, classification_report, confidence_table
 from typed_rag.config import Settings
 from typed_rag.encoder import embed_questions, load_sentence_model
@@ -53,9 +47,6 @@ log = logging.getLogger(__name__)
 
 # Hidden size x class-weight power; other hyper-parameters are HeadConfig's defaults.
 GRID: tuple[tuple[int, float], ...] = ((256, 0.0), (256, 0.5), (512, 0.0), (512, 0.5))
-# The lexical model's class-weight power: 1.0 beat 0.5 on valid (ensemble macro-F1
-# 0.851 vs 0.829), lifting EXPERIENCE and COMPARISON; its L2 is chosen on valid.
-LEXICAL_POWER = 1.0
 THRESHOLDS: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 Echo = Callable[[str], None]
@@ -161,19 +152,11 @@ def train_classifier(
     logits = logits_of(best.model, x_va)
     temperature = fit_temperature(logits, y_va)
     probs = softmax(logits, temperature)
-    lex_meta, lex_model = None, None
+    lex_part, temperature_for_nll = None, temperature
     if lexical:
-        t0 = time.perf_counter()
-        lex_meta, lex_model, lex_logits = _train_lexical(train, valid, probs, echo)
-        timings["train_lexical"] = time.perf_counter() - t0
-        ens_temperature = lex_meta["ensemble_temperature"]
-        head_report = classification_report(y_va, probs.argmax(axis=1))
-        lex_meta["valid_macro_f1_head_alone"] = head_report.macro_f1
-        logits = ensemble_logits([probs, softmax(lex_logits, lex_meta["temperature"])])
-        temperature_for_nll = ens_temperature
-        probs = softmax(logits, ens_temperature)
-    else:
-        temperature_for_nll = temperature
+        lex_part, logits = _train_lexical(train, valid, probs, echo, HEAD_LEXICAL, timings)
+        temperature_for_nll = lex_part.ensemble_temperature
+        probs = softmax(logits, temperature_for_nll)
     calibration = _calibration(logits, y_va, temperature_for_nll, probs)
     report = classification_report(y_va, probs.argmax(axis=1))
     confidence = confidence_table(probs, y_va, THRESHOLDS)
@@ -191,10 +174,9 @@ def train_classifier(
             "train_file": str(train.path),
             "valid_file": str(valid.path),
         },
-        lexical=lex_meta,
     )
     path = artefact_path(settings)
-    save_artefact(path, best.model, meta, lex_model)
+    save_artefact(path, best.model, meta, lex_part)
     summary = TrainSummary(
         artefact=path,
         embedder=embedder,
@@ -211,32 +193,49 @@ def train_classifier(
     return summary
 
 
+@dataclass(frozen=True)
+class LexicalRecipe:
+    """How the lexical part is trained beside a model (kept fixed per classifier kind, so a
+    retrained artefact reproduces the measured recipe)."""
+
+    feature_set: str = "base"
+    max_terms: int = 4000
+    power: float = 1.0  # class-weight power; 1.0 beat 0.5 on valid beside the head
+
+
+# Beside the embedding head: base features (ensemble valid macro-F1 0.851 vs 0.829 at power 0.5).
+HEAD_LEXICAL = LexicalRecipe()
+# Beside the fine-tuned encoder: word trigrams and closing words too, 8,000 terms (README).
+FINETUNED_LEXICAL = LexicalRecipe(feature_set="plus", max_terms=8000)
+
+
 def _train_lexical(
-    train: LabelledQuestions, valid: LabelledQuestions, head_probs: np.ndarray, echo: Echo
-) -> tuple[dict[str, Any], LinearModel, np.ndarray]:
-    """The logistic regression on TF-IDF features and the temperatures that join it to the head."""
-    vocab = Vocabulary.fit(train.questions)
-    x_tr, x_va = vocab.transform(train.questions), vocab.transform(valid.questions)
-    y_tr, y_va = np.asarray(train.labels), np.asarray(valid.labels)
-    model, l2 = train_linear(x_tr, y_tr, x_va, y_va, power=LEXICAL_POWER)
-    z = linear_logits(model, x_va)
-    t_lex = fit_temperature(z, y_va)
-    t_ens = fit_temperature(ensemble_logits([head_probs, softmax(z, t_lex)]), y_va)
-    alone = classification_report(y_va, z.argmax(axis=1)).macro_f1
+    train: LabelledQuestions,
+    valid: LabelledQuestions,
+    other_probs: np.ndarray,
+    echo: Echo,
+    recipe: LexicalRecipe,
+    timings: dict[str, float],
+) -> tuple[LexicalPart, np.ndarray]:
+    """The logistic regression on TF-IDF features, joined to the other model's calibrated
+    valid probabilities; returns the part and the joined valid logits."""
+    t0 = time.perf_counter()
+    part, joined = train_lexical_part(
+        train.questions, np.asarray(train.labels), valid.questions, np.asarray(valid.labels),
+        other_probs, recipe.feature_set, recipe.max_terms, recipe.power,
+    )  # fmt: skip
     echo(
-        f"lexical model: {len(vocab.terms)} terms, l2={l2}, valid macro-F1 alone {alone:.4f}, "
-        f"temperature {t_lex:.3f}; ensemble temperature {t_ens:.3f}"
+        f"lexical model: {len(part.vocabulary.terms)} {recipe.feature_set} terms, "
+        f"l2={part.info['l2']}, valid macro-F1 alone {part.info['valid_macro_f1_alone']:.4f}, "
+        f"temperature {part.temperature:.3f}; ensemble temperature "
+        f"{part.ensemble_temperature:.3f}"
     )
-    meta = {
-        "terms": vocab.terms,
-        "idf": vocab.idf,
-        "temperature": t_lex,
-        "ensemble_temperature": t_ens,
-        "l2": l2,
-        "class_weight_power": LEXICAL_POWER,
-        "valid_macro_f1_alone": alone,
-    }
-    return meta, model, z
+    timings["train_lexical"] = time.perf_counter() - t0
+    y_va = np.asarray(valid.labels)
+    part.info["valid_macro_f1_other_alone"] = classification_report(
+        y_va, other_probs.argmax(axis=1)
+    ).macro_f1
+    return part, joined
 
 
 def _embed_both(encoder, train, valid, batch_size: int, echo: Echo, timings: dict[str, float]):
@@ -305,11 +304,17 @@ def train_finetuned_classifier(
     valid_path: Path | None = None,
     config: FineTuneConfig | None = None,
     echo: Echo = print,
+    lexical: bool | None = None,
 ) -> TrainSummary:
     """Fine-tune ``base`` (default ``classifier.embedder``) on train, keep the best valid epoch,
-    fit a temperature on valid and save the artefact; returns what was measured."""
+    fit a temperature on valid and save the artefact; returns what was measured.
+
+    ``lexical`` (default ``classifier.lexical``) joins a logistic regression on TF-IDF
+    features to the encoder, as :func:`train_classifier` does to the head.
+    """
     base = base or settings.classifier.embedder
     config = config or FineTuneConfig()
+    lexical = settings.classifier.lexical if lexical is None else lexical
     train, valid = _load_splits(settings, train_path, valid_path, echo)
     echo(f"fine-tuning {base}: {config.epochs} epochs, lr {config.lr}, batch {config.batch_size}")
     folder = ensure_model(settings, base)
@@ -320,11 +325,16 @@ def train_finetuned_classifier(
     logits = res.valid_logits
     temperature = fit_temperature(logits, y_va)
     probs = softmax(logits, temperature)
-    calibration = _calibration(logits, y_va, temperature, probs)
+    timings = {"fine_tune": res.seconds}
+    lex_part, temperature_for_nll = None, temperature
+    if lexical:
+        lex_part, logits = _train_lexical(train, valid, probs, echo, FINETUNED_LEXICAL, timings)
+        temperature_for_nll = lex_part.ensemble_temperature
+        probs = softmax(logits, temperature_for_nll)
+    calibration = _calibration(logits, y_va, temperature_for_nll, probs)
     report = classification_report(y_va, probs.argmax(axis=1))
     confidence = confidence_table(probs, y_va, THRESHOLDS)
     chosen = asdict(config) | {"best_epoch": res.best_epoch}
-    timings = {"fine_tune": res.seconds}
     meta = FineTunedMeta(
         base=base,
         encoder_config=enc_config,
@@ -342,7 +352,7 @@ def train_finetuned_classifier(
         },
     )
     path = finetuned_artefact_path(settings)
-    save_finetuned(path, res.model, meta)
+    save_finetuned(path, res.model, meta, lex_part)
     summary = TrainSummary(
         artefact=path,
         embedder=base,
