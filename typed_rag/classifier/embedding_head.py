@@ -24,7 +24,7 @@ from typed_rag.classifier.artefact import read_artefact, write_artefact
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
 from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
-from typed_rag.classifier.lexical import LexicalPart
+from typed_rag.classifier.lexical import LexicalPart, add_to_artefact
 from typed_rag.config import Settings
 from typed_rag.encoder import embed_questions, embedding_dim, load_sentence_model
 from typed_rag.errors import UserError
@@ -69,10 +69,7 @@ def save_artefact(
     metadata replaces ``meta.lexical``."""
     tensors = dict(head.state_dict())
     fields = asdict(meta)
-    fields["lexical"] = None
-    if lexical is not None:
-        tensors |= lexical.tensors(LEXICAL)
-        fields["lexical"] = lexical.meta()
+    add_to_artefact(lexical, tensors, fields)
     write_artefact(path, tensors, FORMAT, fields)
 
 

@@ -28,7 +28,7 @@ from typed_rag.classifier.artefact import read_artefact, write_artefact
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.head import softmax
 from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
-from typed_rag.classifier.lexical import LexicalPart
+from typed_rag.classifier.lexical import LexicalPart, add_to_artefact
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
@@ -133,10 +133,7 @@ def save_artefact(
     lexical part's metadata replaces ``meta.lexical``."""
     tensors = dict(model.state_dict())
     fields = asdict(meta)
-    fields["lexical"] = None
-    if lexical is not None:
-        tensors |= lexical.tensors(LEXICAL)
-        fields["lexical"] = lexical.meta()
+    add_to_artefact(lexical, tensors, fields)
     write_artefact(path, tensors, FORMAT, fields)
 
 

@@ -223,6 +223,17 @@ class LexicalPart:
         return cls(vocab, model.eval(), meta["temperature"], meta["ensemble_temperature"], info)
 
 
+def add_to_artefact(
+    part: LexicalPart | None, tensors: dict[str, torch.Tensor], fields: dict[str, Any]
+) -> None:
+    """Put ``part`` (or None) into an artefact's tensors and metadata fields, as both
+    classifier kinds store it: ``lexical.*`` tensors and ``fields["lexical"]``."""
+    fields["lexical"] = None
+    if part is not None:
+        tensors |= part.tensors(TENSOR_PREFIX)
+        fields["lexical"] = part.meta()
+
+
 def train_lexical_part(
     train_q: Sequence[str],
     train_y: np.ndarray,
