@@ -124,7 +124,7 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
             trained_on, seed, lexical = meta.embedder, meta.seed, meta.lexical
     except UserError:
         return None
-    same_features = (lexical is not None) == settings.classifier.lexical
+    same_features = (lexical is not None) == settings.classifier.wants_lexical(kind)
     return path if trained_on == wanted and seed == args.seed and same_features else None
 
 

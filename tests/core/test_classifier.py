@@ -250,7 +250,15 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
         raise UserError("training was called")
 
     monkeypatch.setattr(training, "train_classifier", fake_train)
-    base = ["--set", f"home={home}", "classifier", "train", "--if-missing"]
+    base = [
+        "--set",
+        f"home={home}",
+        "classifier",
+        "train",
+        "--kind",
+        "embedding-head",
+        "--if-missing",
+    ]
     assert main(base) == 0 and trained == []
     assert "classifier up to date" in capsys.readouterr().out
     assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain

@@ -162,8 +162,9 @@ def _write_csv(path: Path, questions: list[str], labels: list[int]) -> Path:
 def test_train_finetuned_with_lexical_part_saves_what_it_scored(
     tmp_path: Path, tiny_bert: Path
 ) -> None:
-    """``classifier train --kind finetuned`` joins the lexical part: the saved classifier gives
-    the probabilities the training report scored, and they are the geometric mean of both."""
+    """``classifier.lexical=true`` joins the lexical part to the fine-tuned encoder: the saved
+    classifier gives the probabilities the training report scored, and they are the geometric
+    mean of both."""
     from typed_rag.classifier.head import combine
     from typed_rag.classifier.training import train_finetuned_classifier
 
@@ -172,7 +173,12 @@ def test_train_finetuned_with_lexical_part_saves_what_it_scored(
     train_csv = _write_csv(tmp_path / "train.csv", q_tr, y_tr)
     valid_csv = _write_csv(tmp_path / "valid.csv", q_va, y_va)
     settings = load_settings(
-        None, **{"home": str(tmp_path / "home"), "classifier.kind": "finetuned"}
+        None,
+        **{
+            "home": str(tmp_path / "home"),
+            "classifier.kind": "finetuned",
+            "classifier.lexical": True,
+        },
     )
     summary = train_finetuned_classifier(
         settings, base=str(tiny_bert), seed=5, train_path=train_csv, valid_path=valid_csv,
@@ -230,8 +236,10 @@ def test_train_if_missing_for_finetuned_kind(
     assert main([*base, "--seed", "7"]) == 2 and calls == [7]
     kind_set = [*no_lex, "--set", "classifier.kind=finetuned"]
     assert main([*kind_set, "classifier", "train", "--if-missing"]) == 0 and calls == [7]
-    with_lexical = ["--set", f"home={home}", "classifier", "train", "--kind", "finetuned",
-                    "--if-missing"]  # fmt: skip
+    by_default = ["--set", f"home={home}", "classifier", "train", "--if-missing"]
+    assert main(by_default) == 0 and calls == [7]  # the default kind, without a lexical part
+    with_lexical = ["--set", f"home={home}", "--set", "classifier.lexical=true",
+                    "classifier", "train", "--if-missing"]  # fmt: skip
     assert main(with_lexical) == 2 and calls == [7, 42]  # a lexical part is wanted: retrain
     assert main(["--set", f"home={home}", "--set", "classifier.kind=nfcats",
                  "classifier", "train"]) == 2  # fmt: skip

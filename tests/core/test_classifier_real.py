@@ -19,6 +19,8 @@ from typed_rag.config import load_settings
 from typed_rag.types import LABELS
 
 DATA_DIR = load_settings().classifier.data_dir
+# These tests are about the embedding head; the fine-tuned kind (the default) has its own below.
+HEAD = ["--set", "classifier.kind=embedding-head"]
 
 
 def _slice(src: Path, dest: Path, per_type: int) -> Path:
@@ -57,7 +59,7 @@ def minilm() -> Path:
 def _train(home: Path, minilm: Path, data: tuple[Path, Path], seed: int = 3) -> int:
     return main(
         [
-            "--set", f"home={home}",
+            "--set", f"home={home}", *HEAD,
             "--set", f"classifier.embedder={minilm}",
             "classifier", "train",
             "--train", str(data[0]), "--valid", str(data[1]), "--seed", str(seed),
@@ -94,6 +96,7 @@ def test_eval_agrees_with_training_report(
         [
             "--set",
             f"home={trained}",
+            *HEAD,
             "classifier",
             "eval",
             "--data",
@@ -112,7 +115,9 @@ def test_eval_agrees_with_training_report(
 
 
 def test_predict_prints_types(trained: Path, capsys: pytest.CaptureFixture) -> None:
-    rc = main(["--set", f"home={trained}", "classifier", "predict", "How do I bake bread?", "x"])
+    rc = main(
+        ["--set", f"home={trained}", *HEAD, "classifier", "predict", "How do I bake bread?", "x"]
+    )
     assert rc == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
@@ -139,7 +144,7 @@ def test_missing_artefact_is_a_clean_cli_error(tmp_path: Path, capsys) -> None:
 def test_finetuned_kind_trains_evaluates_and_predicts_through_the_cli(
     tmp_path: Path, minilm: Path, data: tuple[Path, Path], capsys: pytest.CaptureFixture
 ) -> None:
-    """The fine-tuned MiniLM (with its lexical part) end to end: train, eval agrees with the
+    """The fine-tuned MiniLM (the default kind) end to end: train, eval agrees with the
     training report, predict prints a type."""
     home = tmp_path / "home"
     kind = ["--set", f"home={home}", "--set", "classifier.kind=finetuned"]

@@ -108,12 +108,12 @@ def train_classifier(
 ) -> TrainSummary:
     """Train, select on valid, calibrate and save; returns what was measured.
 
-    ``lexical`` (default ``classifier.lexical``) also trains a logistic regression
+    ``lexical`` (default: ``classifier.lexical``, else yes) also trains a logistic regression
     on TF-IDF features learnt from train, calibrates it on valid, and combines it
     with the head (geometric mean, a third temperature fitted on valid).
     """
     embedder = embedder or settings.classifier.embedder
-    lexical = settings.classifier.lexical if lexical is None else lexical
+    lexical = settings.classifier.wants_lexical("embedding-head") if lexical is None else lexical
     grid = grid or GRID
     base = base or HeadConfig()
     timings: dict[str, float] = {}
@@ -309,12 +309,12 @@ def train_finetuned_classifier(
     """Fine-tune ``base`` (default ``classifier.embedder``) on train, keep the best valid epoch,
     fit a temperature on valid and save the artefact; returns what was measured.
 
-    ``lexical`` (default ``classifier.lexical``) joins a logistic regression on TF-IDF
+    ``lexical`` (default: ``classifier.lexical``, else no) joins a logistic regression on TF-IDF
     features to the encoder, as :func:`train_classifier` does to the head.
     """
     base = base or settings.classifier.embedder
     config = config or FineTuneConfig()
-    lexical = settings.classifier.lexical if lexical is None else lexical
+    lexical = settings.classifier.wants_lexical("finetuned") if lexical is None else lexical
     train, valid = _load_splits(settings, train_path, valid_path, echo)
     echo(f"fine-tuning {base}: {config.epochs} epochs, lr {config.lr}, batch {config.batch_size}")
     folder = ensure_model(settings, base)
