@@ -466,3 +466,60 @@ def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:
     assert "left out: sub-answer to 'leaf pigments' (empty)\n" in text
     assert "citations: [7] point at no shown passage\n" in text
     assert "core sub-questions (for the answer to cover):\n  1. why does chlorophyll fade" in text
+
+
+# ---- type_check: the DEBATE and EXPERIENCE plans first say whether the type fits -----------
+
+
+async def test_type_check_sends_a_non_debate_to_rag_and_records_why(make_rag, settings) -> None:
+    set_method(settings, type_check=True)
+    plan = {"is_debate": False, "debate_topic": "uranium ore", "dist_opinion": ["a", "b"],
+            "sub_queries": {}}  # fmt: skip
+    rag, engine = make_rag(scripted_responder({"debate_plan": json.dumps(plan)}))
+    result = await rag.answer("What is the most common uranium ore?", force_type=T.DEBATE)
+    asked = engine.batches[0][0]
+    assert "is_debate" in asked.json_schema["required"]
+    assert "A question with one factual answer is not a debate" in user_text(asked)
+    assert [len(b) for b in engine.batches] == [1, 1]  # plan, then one plain RAG answer
+    assert final_request(engine).messages[0]["content"] != MEDIATOR_SYSTEM
+    assert result.plan["is_debate"] is False and result.sub_answers == []
+    assert result.fallbacks == ["debate: the plan says the question has one factual answer -> rag"]
+
+
+async def test_type_check_keeps_a_real_debate_on_its_pipeline(make_rag, settings) -> None:
+    set_method(settings, type_check=True)
+    plan = {"is_debate": True, **json.loads(DEBATE)}
+    rag, engine = make_rag(scripted_responder({"debate_plan": json.dumps(plan)}))
+    result = await rag.answer("Should countries build nuclear power?", force_type=T.DEBATE)
+    assert result.plan["is_debate"] is True and result.fallbacks == []
+    assert [s.perspective for s in result.sub_answers] == ["pro", "contra"]
+    assert final_request(engine).messages[0]["content"] == MEDIATOR_SYSTEM
+
+
+async def test_type_check_sends_a_factual_experience_question_to_rag(make_rag, settings) -> None:
+    set_method(settings, type_check=True)
+    plan = {"is_experience": False, "keywords": ["A Beautiful Mind"]}
+    rag, engine = make_rag(scripted_responder({"keyword_plan": json.dumps(plan)}))
+    result = await rag.answer(
+        "What was the treatment in A Beautiful Mind?", force_type=T.EXPERIENCE
+    )
+    assert "is_experience" in engine.batches[0][0].json_schema["required"]
+    assert result.plan == {"keywords": [], "is_experience": False, "attempts": 1}
+    assert result.fallbacks == ["experience: the plan says the question asks for a fact -> rag"]
+    yes = {"is_experience": True, "keywords": ["hiking in Scotland"]}
+    rag, engine = make_rag(scripted_responder({"keyword_plan": json.dumps(yes)}))
+    result = await rag.answer("Which Scottish hikes are worth it?", force_type=T.EXPERIENCE)
+    assert result.fallbacks == [] and result.plan["keywords"] == ["hiking in Scotland"]
+
+
+async def test_without_type_check_the_plans_do_not_ask(make_rag, settings) -> None:
+    set_method(settings, type_check=False)
+    rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE}))
+    result = await rag.answer("Should countries build nuclear power?", force_type=T.DEBATE)
+    assert "is_debate" not in result.plan
+    asked = engine.batches[0][0]
+    assert "is_debate" not in asked.json_schema["properties"]
+    assert "is_debate" not in user_text(asked)
+    rag, engine = make_rag(scripted_responder({"keyword_plan": '{"keywords": ["x"]}'}))
+    await rag.answer("Which hikes?", force_type=T.EXPERIENCE)
+    assert "is_experience" not in engine.batches[0][0].json_schema["properties"]
