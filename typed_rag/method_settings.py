@@ -34,8 +34,6 @@ METHOD_PROFILES["fast"] = {
     "sub_answers": "extract",
     "grounded_aggregation": False,
 }
-# "checked" (issue 15, being measured): the default with the DEBATE / EXPERIENCE type check.
-METHOD_PROFILES["checked"] = {**METHOD_PROFILES["fast"], "type_check": True}
 
 
 class MethodOptions(BaseModel):
@@ -54,7 +52,6 @@ class MethodOptions(BaseModel):
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
     sub_answers: Literal["generate", "extract"] = "generate"
-    type_check: bool = False
 
 
 class MethodSettings(BaseModel):
@@ -70,7 +67,7 @@ class MethodSettings(BaseModel):
     the paper's prompts.
     """
 
-    profile: Literal["paper", "improved", "fast", "checked"] = "fast"
+    profile: Literal["paper", "improved", "fast"] = "fast"
     # 1. The aggregator / debate mediator also see the best passages (global [n])
     #    and are told to drop sub-answer claims that no passage supports.
     grounded_aggregation: bool | None = None
@@ -106,10 +103,6 @@ class MethodSettings(BaseModel):
     #    passages that best match it, with their [n] (no engine call; see
     #    typed_rag.subanswers.extract_evidence).
     sub_answers: Literal["generate", "extract"] | None = None
-    # 9. The DEBATE and EXPERIENCE plans first say whether the question is of their type
-    #    (as the COMPARISON plan always does); one that asks for a fact is answered as plain
-    #    RAG (a recorded fallback). Guards against a question typed wrongly by the classifier.
-    type_check: bool | None = None
 
     def options(self) -> MethodOptions:
         """Explicit values, else the profile's, else the paper's defaults."""

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 from typed_rag.json_reply import (
     PlanError,
-    as_bool,
     clean_strings,
     extract_json,
     is_placeholder,
@@ -43,8 +42,6 @@ class Perspective:
 class DebatePlan:
     topic: str
     perspectives: list[Perspective] = field(default_factory=list)
-    # ``method.type_check``: does the question really invite opposing views? None: not asked.
-    is_debate: bool | None = None
 
     title: ClassVar[str] = "debate_plan"
     example: ClassVar[str] = json.dumps(
@@ -59,20 +56,15 @@ class DebatePlan:
     )
 
     def to_trace(self) -> dict[str, Any]:
-        trace: dict[str, Any] = {
+        return {
             "debate_topic": self.topic,
             "perspectives": [
                 {"perspective": p.perspective, "query": p.query} for p in self.perspectives
             ],
         }
-        if self.is_debate is not None:
-            trace["is_debate"] = self.is_debate
-        return trace
 
     @classmethod
     def describe(cls, trace: Mapping[str, Any]) -> list[str]:
-        if trace.get("is_debate") is False:
-            return ["plan: not a debate question (one factual answer)"]
         if not trace.get("perspectives"):
             return []
         return [f"plan: debate topic: {trace.get('debate_topic', '')}"] + [
@@ -80,15 +72,12 @@ class DebatePlan:
         ]
 
 
-def debate_schema(limit: int = MAX_PERSPECTIVES, check: bool = False) -> dict[str, Any]:
-    """The debate plan: a topic and 2 to ``limit`` perspectives, one sub-query each; with
-    ``check``, first whether the question is a debate at all."""
-    checked = {"is_debate": {"type": "boolean"}} if check else {}
+def debate_schema(limit: int = MAX_PERSPECTIVES) -> dict[str, Any]:
+    """The debate plan: a topic and 2 to ``limit`` perspectives, one sub-query each."""
     return {
         "title": DebatePlan.title,
         "type": "object",
         "properties": {
-            **checked,
             "debate_topic": {"type": "string", "minLength": 1},
             "dist_opinion": {
                 "type": "array",
@@ -103,7 +92,7 @@ def debate_schema(limit: int = MAX_PERSPECTIVES, check: bool = False) -> dict[st
                 "additionalProperties": {"type": "string", "minLength": 1},
             },
         },
-        "required": [*checked, "debate_topic", "dist_opinion", "sub_queries"],
+        "required": ["debate_topic", "dist_opinion", "sub_queries"],
         "additionalProperties": False,
     }
 
@@ -118,9 +107,6 @@ def parse_debate(text: str, limit: int = MAX_PERSPECTIVES) -> DebatePlan:
         raise PlanError("debate plan is not an object")
     topic = lookup(data, "debate_topic", "topic")
     topic = " ".join(topic.split()) if isinstance(topic, str) else ""
-    is_debate = as_bool(lookup(data, "is_debate", "debate"))
-    if is_debate is False:  # the perspectives of a non-debate do not matter
-        return DebatePlan(topic, [], is_debate=False)
     opinions_raw = lookup(data, "dist_opinion", "opinions", "perspectives")
     opinions = (
         clean_strings(opinions_raw, MAX_PERSPECTIVES * 2) if isinstance(opinions_raw, list) else []
@@ -166,51 +152,26 @@ def parse_debate(text: str, limit: int = MAX_PERSPECTIVES) -> DebatePlan:
             f"debate plan has {len(perspectives)} usable perspectives with sub-queries, "
             f"need at least {MIN_PERSPECTIVES}"
         )
-    return DebatePlan(topic, perspectives, is_debate=is_debate)
+    return DebatePlan(topic, perspectives)
 
 
-def debate_plan_messages(question: str, limit: int = 5, check: bool = False) -> Messages:
-    """Topic, 2-``limit`` perspectives, and one sub-query biased toward each perspective.
-
-    With ``check`` (``method.type_check``) the analyst first says whether the question is a
-    debate at all: a question typed DEBATE that has one factual answer ("What is the most
-    common uranium ore?") is then answered as plain RAG instead of as opposing views.
-    """
-    if check:
-        intro = (
-            "Act as a query analyst. First decide whether the question below is a debate "
-            "question: informed people give different answers to it from different "
-            "standpoints (opinions, values, contested evidence). A question with one factual "
-            "answer is not a debate question. Then:\n"
-        )
-        flag, example_flag = '"is_debate": true or false, ', '"is_debate": true, '
-        counter_example = (
-            'Question: "What is the tallest mountain in Africa?"\n'
-            'Output: {"is_debate": false, "debate_topic": "tallest mountain in Africa", '
-            '"dist_opinion": ["none", "none"], "sub_queries": {}}\n\n'
-        )
-    else:
-        intro = (
-            "Act as a query analyst. The question below is a debate question: people answer "
-            "it from different standpoints.\n"
-        )
-        flag = example_flag = counter_example = ""
+def debate_plan_messages(question: str, limit: int = 5) -> Messages:
+    """Topic, 2-``limit`` perspectives, and one sub-query biased toward each perspective."""
     user = (
-        f"{intro}"
+        "Act as a query analyst. The question below is a debate question: people answer it "
+        "from different standpoints.\n"
         "1. State the topic of the debate.\n"
         f"2. Name 2 to {limit} distinct perspectives on it.\n"
         "3. For each perspective write one search query leaning toward that perspective, so "
         "that it finds passages supporting that view.\n\n"
         "### Output format\n"
-        f'{{{flag}"debate_topic": "topic", "dist_opinion": ["perspective", ...], '
+        '{"debate_topic": "topic", "dist_opinion": ["perspective", ...], '
         '"sub_queries": {"perspective": "query leaning toward it", ...}}\n\n'
         "### Example\n"
         'Question: "Should homework be banned in primary schools?"\n'
-        f'Output: {{{example_flag}"debate_topic": "homework in primary schools", '
-        '"dist_opinion": ["against homework", "for homework"], "sub_queries": {"against '
-        'homework": "harms of homework for young children", "for homework": "benefits of '
-        'homework for primary pupils"}}\n\n'
-        f"{counter_example}"
+        'Output: {"debate_topic": "homework in primary schools", "dist_opinion": ["against '
+        'homework", "for homework"], "sub_queries": {"against homework": "harms of homework '
+        'for young children", "for homework": "benefits of homework for primary pupils"}}\n\n'
         f"### Question\n{question}\n\n"
         "### Output\n"
     )
@@ -258,7 +219,7 @@ def mediator_messages(
 
 
 def plan_prompt(question: str, opts: MethodOptions) -> Messages:
-    return debate_plan_messages(question, opts.max_sub_queries, opts.type_check)
+    return debate_plan_messages(question, opts.max_sub_queries)
 
 
 async def prepare(ctx: Context) -> Final:
@@ -268,14 +229,10 @@ async def prepare(ctx: Context) -> Final:
         ctx,
         "debate",
         plan_prompt(ctx.question, opts),
-        debate_schema(limit, opts.type_check),
+        debate_schema(limit),
         lambda text: parse_debate(text, limit),
     )
     if plan is None:
-        return await prepare_rag(ctx)
-    if plan.is_debate is False:
-        ctx.set_plan(plan.to_trace())
-        ctx.fallback("debate: the plan says the question has one factual answer -> rag")
         return await prepare_rag(ctx)
     topic = plan.topic or ctx.question
     plan.topic = topic
