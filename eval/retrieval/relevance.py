@@ -126,7 +126,11 @@ def judged_rows(
     k: int,
     seed: int,
 ) -> list[dict[str, Any]]:
-    """Per config: how many of the top-``k`` passages of each query the judge calls relevant."""
+    """Per config: how many of the top-``k`` passages of each query the judge calls relevant.
+
+    A (query, passage) pair that several configs show is judged once.
+    """
+    known: dict[tuple[str, str], bool | None] = {}
 
     async def run() -> list[dict[str, Any]]:
         await engine.start()
@@ -135,7 +139,10 @@ def judged_rows(
             for name, retriever in retrievers.items():
                 hits = retriever.search(list(queries), k)
                 pairs = [(q, p) for q, ps in zip(queries, hits, strict=True) for p in ps]
-                verdicts = await judge_pairs(engine, pairs, seed)
+                new = list({(q, p.id): (q, p) for q, p in pairs if (q, p.id) not in known}.values())
+                for (q, p), v in zip(new, await judge_pairs(engine, new, seed), strict=True):
+                    known[(q, p.id)] = v
+                verdicts = [known[(q, p.id)] for q, p in pairs]
                 yes = sum(v is True for v in verdicts)
                 no = sum(v is False for v in verdicts)
                 rows.append(

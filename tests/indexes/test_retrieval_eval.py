@@ -347,6 +347,11 @@ def test_judged_rows_count_the_judge_verdicts(index: BM25Index) -> None:
     assert row["relevant"] + row["irrelevant"] == 4
     assert row["relevant"] >= 2  # "Bread"/"Sourdough" ... and "Coffee" titles
     assert len(engine.calls) == 4
+    # a second config showing the same passages costs no further verdicts
+    engine = FakeEngine(judge)
+    rows = judged_rows(engine, {"a": index, "b": index}, ["bread yeast", "coffee caffeine"], 2, 7)
+    assert [r["passages"] for r in rows] == [4, 4] and len(engine.calls) == 4
+    assert rows[0]["relevant"] == rows[1]["relevant"] == row["relevant"]
 
 
 def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
