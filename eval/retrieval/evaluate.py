@@ -345,10 +345,19 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 def write_summary(
     out_dir: Path, rows: Sequence[dict[str, Any]], extra: dict[str, Any] | None = None
 ) -> Path:
-    """``summary.json`` (the list of config rows); per-question ranks go to ``ranks.json``."""
+    """``summary.json`` (the list of config rows); per-question ranks go to ``ranks.json``.
+
+    Rows of configs this run did not evaluate stay (one table grows over runs); a config
+    evaluated again replaces its row, and only this run's default is marked default.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "summary.json"
-    path.write_text(json.dumps(list(rows), indent=1) + "\n", encoding="utf-8")
+    new = {r["config"]: r for r in rows}
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    old = [r for r in old if isinstance(r, dict) and "config" in r]
+    marked = any(r.get("default") for r in rows)
+    table = [new.pop(r["config"], {**r, "default": False} if marked else r) for r in old]
+    path.write_text(json.dumps(table + list(new.values()), indent=1) + "\n", encoding="utf-8")
     if extra and "ranks" in extra:
         ranks_path = out_dir / "ranks.json"
         known = json.loads(ranks_path.read_text()) if ranks_path.is_file() else {}

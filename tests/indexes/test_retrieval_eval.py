@@ -266,6 +266,16 @@ def test_index_eval_command(
     assert bm25["subsets"]["nq"]["n"] == 2
     assert bm25["ms_per_query_p50"] > 0
     assert "Answer recall on Wiki-NFQA (3 questions)" in capsys.readouterr().out
+    # a later run adds its configs to the table and replaces the ones it evaluated again
+    again = ["index", "eval", "rm3:2:5:0.5", "--subsets", "nq,squad", "--limit", "2"]
+    assert main([*base, *again, "--out", str(out)]) == 0
+    rows = json.loads((out / "summary.json").read_text())
+    assert [(r["config"], r["n"]) for r in rows] == [
+        ("bm25", 2),
+        ("rm3:3:5:0.5", 3),
+        ("rm3:2:5:0.5", 2),
+    ]
+    assert [r["default"] for r in rows] == [True, False, False]
     assert main([*base, "index", "eval", "bm25+x-sort@3", "--out", str(out)]) == 2
     assert "bad retrieval config" in capsys.readouterr().err
 
