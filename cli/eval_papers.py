@@ -22,7 +22,8 @@ from eval.context.judge import CruxJudge
 from eval.context.run import ContextRun
 from eval.manifest import read_manifest, scorer_name
 from eval.methods import parse_methods
-from eval.retrieval.evaluate import Builder, Spec
+from eval.retrieval.evaluate import Builder
+from eval.retrieval.spec import Spec
 from eval.runner import ANSWERS
 from eval.subcoverage import evaluate_subcoverage
 from eval.wikinfqa import WikiNFQARecord

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.retrieval.spec import settings_spec
 from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
@@ -65,7 +66,16 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "paper_off_by_one": settings.eval.paper_off_by_one,
         "judge": judge_identity(settings),
         **method_identity(settings),
+        **retrieval_identity(settings),
     }
+
+
+def retrieval_identity(settings: Settings) -> dict[str, Any]:
+    """The retrieval config when it is not the paper's plain BM25 (absent otherwise, so runs
+    made before it was recorded, all plain BM25, still match, and a reranked run cannot
+    resume into a BM25 one or the other way round)."""
+    spec, kind = settings_spec(settings), settings.retrieval.kind
+    return {} if (spec, kind) == ("bm25", "bm25") else {"retrieval": {"kind": kind, "spec": spec}}
 
 
 def method_identity(settings: Settings) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.retrieval.evaluate import Spec, embedder_kind, settings_spec
+from eval.retrieval.evaluate import embedder_kind
+from eval.retrieval.spec import Spec, settings_spec
 from tests.conftest import TINY_PASSAGES
 from typed_rag.config import load_settings
 from typed_rag.rerank import build_reranker

@@ -122,6 +122,26 @@ def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
         write_manifest(tmp_path / "run", improved, improved, **kw)
 
 
+def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
+    import json
+
+    from eval.manifest import write_manifest
+    from typed_rag.config import load_settings
+    from typed_rag.errors import UserError
+
+    kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
+    bm25 = load_settings(None)
+    reranked = load_settings(None, **{"retrieval.rerank_depth": 20})
+    write_manifest(tmp_path / "run", bm25, bm25, **kw)
+    assert "retrieval" not in json.loads((tmp_path / "run" / "run.json").read_text())["fingerprint"]
+    with pytest.raises(UserError, match="retrieval.*bm25\\+minilm-rrf@20"):
+        write_manifest(tmp_path / "run", reranked, reranked, **kw)
+    write_manifest(tmp_path / "other", reranked, reranked, **kw)
+    write_manifest(tmp_path / "other", reranked, reranked, **kw)  # the same config resumes
+    with pytest.raises(UserError, match="retrieval"):
+        write_manifest(tmp_path / "other", bm25, bm25, **kw)
+
+
 def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) -> None:
     import json
 

@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 from eval.retrieval.answer_recall import HitFinder, ground_truth, normalize, recall_at
-from eval.retrieval.evaluate import Spec, settings_spec
+from eval.retrieval.spec import Spec, settings_spec
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
 from typed_rag.config import Settings, load_settings
