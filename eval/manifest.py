@@ -78,6 +78,10 @@ def retrieval_identity(settings: Settings) -> dict[str, Any]:
     return {} if (spec, kind) == ("bm25", "bm25") else {"retrieval": {"kind": kind, "spec": spec}}
 
 
+# Fingerprint entries written only when they differ from the paper's setting.
+PAPER_WHEN_ABSENT = ("method", "retrieval")
+
+
 def method_identity(settings: Settings) -> dict[str, Any]:
     """Typed-RAG's method options when they differ from the paper's (absent otherwise, so
     fingerprints of runs made before the options existed still match)."""
@@ -144,7 +148,12 @@ def write_manifest(
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
         default = Settings()
-        diffs = _diff(manifest.get("fingerprint", {}), fp, fingerprint(default, default))
+        # A method or retrieval entry absent from an old fingerprint means the paper's
+        # setting, not "added later, at its default": today's defaults differ from the paper's.
+        added = {
+            k: v for k, v in fingerprint(default, default).items() if k not in PAPER_WHEN_ABSENT
+        }
+        diffs = _diff(manifest.get("fingerprint", {}), fp, added)
         judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
         if diffs and judge_only and not _has_scores(run_dir):
             # Nothing judged yet: the answers do not depend on the judge, so it may change.

@@ -119,6 +119,8 @@ def settings(tmp_path: Path, tiny_corpus: Path) -> Settings:
 
     The method profile is the paper's, which most pipeline tests are about (its three
     rounds and generated sub-answers); the default ``fast`` profile has its own tests.
+    Retrieval is the paper's too (no per-query reranking): tests of the default reranking
+    set ``retrieval.rerank_depth`` themselves.
     """
     return load_settings(
         None,
@@ -127,5 +129,6 @@ def settings(tmp_path: Path, tiny_corpus: Path) -> Settings:
             "corpus.path": str(tiny_corpus),
             "engine.backend": "fake",
             "method.profile": "paper",
+            "retrieval.rerank_depth": 0,
         },
     )

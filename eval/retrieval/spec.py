@@ -84,5 +84,6 @@ def settings_spec(settings: Settings) -> str:
     rr = settings.reranker
     model = {"gguf": rr.gguf_model, "e5": rr.e5_model}.get(rr.kind, rr.biencoder_model)
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
-    floor = "" if r.rerank_floor is None else f">{r.rerank_floor:g}"
+    value = r.floor_for(rr)
+    floor = "" if value is None else f">{value:g}"
     return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}{floor}"

@@ -130,8 +130,8 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     from typed_rag.errors import UserError
 
     kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
-    bm25 = load_settings(None)
-    reranked = load_settings(None, **{"retrieval.rerank_depth": 20})
+    bm25 = load_settings(None, **{"retrieval.rerank_depth": 0})  # the paper's (and older runs')
+    reranked = load_settings(None)  # the default: every query reranked
     write_manifest(tmp_path / "run", bm25, bm25, **kw)
     assert "retrieval" not in json.loads((tmp_path / "run" / "run.json").read_text())["fingerprint"]
     with pytest.raises(UserError, match="retrieval.*bm25\\+minilm-rrf@20"):
@@ -140,6 +140,11 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     write_manifest(tmp_path / "other", reranked, reranked, **kw)  # the same config resumes
     with pytest.raises(UserError, match="retrieval"):
         write_manifest(tmp_path / "other", bm25, bm25, **kw)
+    # a run made with the paper's settings records neither; today's defaults must not resume it
+    paper = load_settings(None, **{"retrieval.rerank_depth": 0, "method.profile": "paper"})
+    write_manifest(tmp_path / "paper", paper, paper, **kw)
+    with pytest.raises(UserError, match="method.*retrieval"):
+        write_manifest(tmp_path / "paper", load_settings(None), paper, **kw)
 
 
 def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) -> None:

@@ -14,7 +14,7 @@ from eval.retrieval.answer_recall import HitFinder, ground_truth, normalize, rec
 from eval.retrieval.spec import Spec, settings_spec
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import REPO_ROOT, Settings, load_settings
 from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker
 from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, open_retriever, with_reranking
@@ -28,6 +28,7 @@ def _with(settings: Settings, **extra: object) -> Settings:
         "corpus.path": settings.corpus.path,
         "engine.backend": "fake",
         "retrieval.backend": "numpy",
+        "retrieval.rerank_depth": 0,  # plain BM25 unless a test asks for reranking
     }
     return load_settings(None, **{**flat, **extra})
 
@@ -220,6 +221,19 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     floored = _with(settings, **{"retrieval.rerank_depth": 20, "retrieval.rerank_floor": 0.25})
     assert settings_spec(floored) == "bm25+minilm-rrf@20>0.25"
     assert Spec.parse(settings_spec(floored)).floor == 0.25
+    # the default reranks every query with the calibrated floor; the paper's profile does not
+    assert settings_spec(load_settings(None)) == "bm25+minilm-rrf@20>0.32"
+    assert settings_spec(load_settings(REPO_ROOT / "configs" / "paper.toml")) == "bm25"
+    # "auto" floors only the MiniLM cosine it was calibrated on; an explicit floor always applies
+    r = load_settings(None).retrieval
+    bge = load_settings(None, **{"reranker.bge_model": "/models/bge"}).reranker
+    assert r.floor_for(load_settings(None).reranker) == 0.32 and r.floor_for(bge) is None
+    assert settings_spec(s2) == "rm3+mpnet-rrf@30"  # no floor for mpnet's scores
+    explicit = load_settings(None, **{"retrieval.rerank_floor": 0.5}).retrieval
+    assert explicit.floor_for(bge) == 0.5
+    off = load_settings(None, **{"retrieval.rerank_floor": "none"})
+    assert off.retrieval.floor_for(off.reranker) is None
+    assert settings_spec(off) == "bm25+minilm-rrf@20"
 
 
 def _nfqa(root: Path) -> Path:
@@ -251,6 +265,7 @@ def test_index_eval_command(
     base = [
         "--set", f"home={settings.home}", "--set", f"corpus.path={settings.corpus.path}",
         "--set", "retrieval.backend=numpy", "--set", f"eval.data_dir={data}",
+        "--set", "retrieval.rerank_depth=0",
     ]  # fmt: skip
     assert (
         main([*base, "index", "eval", "rm3:3:5:0.5", "--subsets", "nq,squad", "--out", str(out)])

@@ -100,6 +100,5 @@ def with_reranking(
     r = settings.retrieval
     if r.rerank_depth <= 0 or reranker is None:
         return retriever
-    return RerankedRetriever(
-        retriever, reranker, r.rerank_depth, r.rerank_order, r.rrf_k, r.rerank_floor
-    )
+    floor = r.floor_for(settings.reranker)
+    return RerankedRetriever(retriever, reranker, r.rerank_depth, r.rerank_order, r.rrf_k, floor)
