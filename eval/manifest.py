@@ -22,6 +22,8 @@ from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
 
 MANIFEST = "run.json"
+# Fingerprint entries written only when they differ from the paper's setting.
+PAPER_WHEN_ABSENT = ("method", "retrieval")
 
 
 def git_commit(repo: Path = REPO_ROOT) -> dict[str, Any]:
@@ -76,10 +78,6 @@ def retrieval_identity(settings: Settings) -> dict[str, Any]:
     resume into a BM25 one or the other way round)."""
     spec, kind = settings_spec(settings), settings.retrieval.kind
     return {} if (spec, kind) == ("bm25", "bm25") else {"retrieval": {"kind": kind, "spec": spec}}
-
-
-# Fingerprint entries written only when they differ from the paper's setting.
-PAPER_WHEN_ABSENT = ("method", "retrieval")
 
 
 def method_identity(settings: Settings) -> dict[str, Any]:

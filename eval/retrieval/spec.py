@@ -28,7 +28,7 @@ _SPEC = re.compile(
 
 @dataclass(frozen=True)
 class Spec:
-    """A parsed config spec (see the module docstring)."""
+    """A parsed config spec (the grammar: :mod:`eval.retrieval.evaluate`'s docstring)."""
 
     name: str
     base: str  # "bm25" | "rm3"
