@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from cli.eval_shared import (
     scorer_settings_for,
     warn_if_self_judged,
 )
+from eval.compare import compare_runs, format_comparison
 from eval.distributed import DistributedEvalRunner
 from eval.judge_run import render, run_validity
 from eval.labels import (
@@ -128,6 +130,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
     p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
     p.set_defaults(func=cmd_report)
+
+    p = eval_sub.add_parser(
+        "compare",
+        help="one method in two run directories (e.g. two retrieval configs), paired per question",
+    )
+    p.add_argument("a", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/reranked:rag")
+    p.add_argument("b", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/run:rag")
+    p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
+    p.set_defaults(func=cmd_compare)
 
     eval_constraints.register(eval_sub)
     eval_papers.register(eval_sub)
@@ -316,4 +327,13 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     files = write_report(args.run_dir, settings, args.out)
     print(files.markdown.read_text(encoding="utf-8"))
     print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    result = compare_runs(args.a, args.b)
+    print(format_comparison(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -87,32 +87,47 @@ def paired_scores(
     common = sorted(q for q in meta if all(m in by_q[q] for m in methods))
     rows = []
     for a, b in PAIRS:
-        if a not in methods or b not in methods:
-            continue
-        members: dict[str, list[str]] = defaultdict(list)
-        for q in sorted(q for q in meta if a in by_q[q] and b in by_q[q]):
-            for g in groups_of(meta[q]):
-                members[g].append(q)
-        for group, qs in members.items():
-            mrr = paired_difference(
-                [by_q[q][a][0] for q in qs], [by_q[q][b][0] for q in qs], n_boot, seed
-            )
-            mpr = paired_difference(
-                [by_q[q][a][1] for q in qs], [by_q[q][b][1] for q in qs], n_boot, seed
-            )
-            rows.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "subset": group,
-                    "n": len(qs),
-                    "mrr_diff": round(mrr.mean, 4),
-                    "mrr_ci": [round(mrr.low, 4), round(mrr.high, 4)],
-                    "mpr_diff": round(mpr.mean, 3),
-                    "mpr_ci": [round(mpr.low, 3), round(mpr.high, 3)],
-                }
-            )
+        if a in methods and b in methods:
+            va = {q: v[a] for q, v in by_q.items() if a in v}
+            vb = {q: v[b] for q, v in by_q.items() if b in v}
+            rows += pair_rows(a, b, va, vb, meta, n_boot, seed)
     return {"questions": len(common), "dropped": len(meta) - len(common), "rows": rows}
+
+
+Scores = Mapping[str, tuple[float, float]]  # question id -> (reciprocal rank, percentile rank)
+
+
+def pair_rows(
+    a: str,
+    b: str,
+    va: Scores,
+    vb: Scores,
+    meta: Mapping[str, Mapping[str, Any]],
+    n_boot: int = 1000,
+    seed: int = 42,
+) -> list[dict[str, Any]]:
+    """``a`` minus ``b`` per group, on the questions both have scores for."""
+    members: dict[str, list[str]] = defaultdict(list)
+    for q in sorted(set(va) & set(vb)):
+        for g in groups_of(meta[q]):
+            members[g].append(q)
+    rows = []
+    for group, qs in members.items():
+        mrr = paired_difference([va[q][0] for q in qs], [vb[q][0] for q in qs], n_boot, seed)
+        mpr = paired_difference([va[q][1] for q in qs], [vb[q][1] for q in qs], n_boot, seed)
+        rows.append(
+            {
+                "a": a,
+                "b": b,
+                "subset": group,
+                "n": len(qs),
+                "mrr_diff": round(mrr.mean, 4),
+                "mrr_ci": [round(mrr.low, 4), round(mrr.high, 4)],
+                "mpr_diff": round(mpr.mean, 3),
+                "mpr_ci": [round(mpr.low, 3), round(mpr.high, 3)],
+            }
+        )
+    return rows
 
 
 def cites_shown_passage(answer: Mapping[str, Any]) -> bool:

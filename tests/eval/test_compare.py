@@ -1,0 +1,61 @@
+"""``eval compare``: one method across two run directories, paired per question."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from eval.compare import compare_runs, parse_side
+from typed_rag.errors import UserError
+
+FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
+
+
+def _run(folder: Path, ranks: dict[str, int], method: str = "rag", **fingerprint) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"fingerprint": {**FP, **fingerprint}}))
+    rows = [
+        {"method": method, "question_id": q, "subset": "nq", "type": "REASON", "rank": r, "n": 4}
+        for q, r in ranks.items()
+    ]
+    rows.append({"method": "llm", "question_id": "q1", "subset": "nq", "type": "REASON",
+                 "rank": 4, "n": 4})  # fmt: skip
+    (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_compare_pairs_the_questions_both_runs_scored(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a", {"q1": 1, "q2": 1, "q3": 2})
+    b = _run(tmp_path / "b", {"q1": 2, "q2": 1, "q4": 1})
+    result = compare_runs(f"{a}:rag", f"{b}:rag", n_boot=200)
+    assert result["questions"] == 2 and result["unpaired"] == 2
+    by_group = {r["subset"]: r for r in result["rows"]}
+    assert set(by_group) == {"all", "nq", "REASON", "typed"}
+    assert by_group["all"]["n"] == 2
+    assert by_group["all"]["mrr_diff"] == pytest.approx((1.0 - 0.5 + 0.0) / 2)  # q1, q2
+
+
+def test_compare_refuses_runs_scored_differently(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a", {"q1": 1})
+    b = _run(tmp_path / "b", {"q1": 2}, judge={"protocol": "pairwise"})
+    with pytest.raises(UserError, match="scored differently: judge"):
+        compare_runs(f"{a}:rag", f"{b}:rag")
+    with pytest.raises(UserError, match="no scored answers of method 'typed-rag'"):
+        compare_runs(f"{a}:typed-rag", f"{a}:rag")
+    with pytest.raises(UserError, match="RUN_DIR:METHOD"):
+        parse_side("results/run")
+
+
+def test_eval_compare_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _run(tmp_path / "a", {"q1": 1, "q2": 2})
+    b = _run(tmp_path / "b", {"q1": 2, "q2": 2})
+    out = tmp_path / "cmp.json"
+    assert main(["eval", "compare", f"{a}:rag", f"{b}:rag", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 paired questions" in printed and "+0.250" in printed
+    assert json.loads(out.read_text())["questions"] == 2
+    assert main(["eval", "compare", f"{a}:rag", str(b)]) == 2
+    assert "RUN_DIR:METHOD" in capsys.readouterr().err
