@@ -43,6 +43,16 @@ def test_compare_refuses_runs_scored_differently(tmp_path: Path) -> None:
     b = _run(tmp_path / "b", {"q1": 2}, judge={"protocol": "pairwise"})
     with pytest.raises(UserError, match="scored differently: judge"):
         compare_runs(f"{a}:rag", f"{b}:rag")
+    # A setting added after one run was made counts only where it left its default.
+    plan = {"temperature": 0.8, "plan_retries": 2}
+    later = {**plan, "sub_answer_max_tokens": 512}
+    c, d, e = (
+        _run(tmp_path / n, {"q1": 1}, scorer_sampling=s)
+        for n, s in (("c", plan), ("d", later), ("e", {**later, "sub_answer_max_tokens": 64}))
+    )
+    assert compare_runs(f"{c}:rag", f"{d}:rag", n_boot=10)["questions"] == 1
+    with pytest.raises(UserError, match="scored differently: scorer_sampling"):
+        compare_runs(f"{c}:rag", f"{e}:rag")
     with pytest.raises(UserError, match="no scored answers of method 'typed-rag'"):
         compare_runs(f"{a}:typed-rag", f"{a}:rag")
     with pytest.raises(UserError, match="RUN_DIR:METHOD"):
