@@ -151,6 +151,8 @@ def write_manifest(
         added = {
             k: v for k, v in fingerprint(default, default).items() if k not in PAPER_WHEN_ABSENT
         }
+        # A method option added after the run was made stood at the paper's value in it.
+        added["method"] = MethodOptions().model_dump(mode="json")
         diffs = _diff(manifest.get("fingerprint", {}), fp, added)
         judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
         if diffs and judge_only and not _has_scores(run_dir):

@@ -8,7 +8,8 @@ user cannot check; :func:`check_citations` separates valid from invalid ones,
 one shown passage, for the evaluation report. :func:`cited_sentences` splits an
 answer into sentences with their citations, the unit a support judge checks.
 :func:`attach_citations` cites, after the fact, the shown passage that shares
-most words with a sentence the model left uncited (ALCE's "post-hoc cite").
+most words with a sentence the model left uncited (ALCE's "post-hoc cite"), and
+drops citations whose passage shares too few of their sentence's words.
 """
 
 from __future__ import annotations
@@ -78,36 +79,75 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
     return [(s, nums) for s in merged if (nums := cited_numbers(s))]
 
 
-# A sentence gets a post-hoc citation when a passage shares at least this many of its
-# content words, and at least this share of them.
+# A sentence's citation holds lexically when the cited passage shares at least this many
+# of its content words, and at least ``min_share`` of them (``method.cite_min_share``).
 POST_CITE_MIN_WORDS = 3
 POST_CITE_MIN_SHARE = 0.3
 _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 
 
-def attach_citations(answer: str, passages: Sequence[Numbered]) -> tuple[str, list[int]]:
-    """``answer`` with a ``[n]`` after each uncited sentence that a shown passage supports
-    lexically; also returns the numbers added, in order. Layout is kept as written."""
-    bags = [(p.citation, {stem(w) for w in content_words(f"{p.title} {p.text}")}) for p in passages]
+@dataclass(frozen=True)
+class Recited:
+    """An answer after :func:`attach_citations`: the numbers it added and dropped, in order."""
+
+    answer: str
+    added: list[int]
+    dropped: list[int]
+
+
+def attach_citations(
+    answer: str, passages: Sequence[Numbered], min_share: float = POST_CITE_MIN_SHARE
+) -> Recited:
+    """Cite by content-word overlap (ALCE's post-hoc citing), layout kept as written.
+
+    An uncited sentence gets the ``[n]`` of the shown passage sharing most of its
+    content words, when that passage shares ``min_share`` of them. A sentence ending
+    in one citation group whose shown passages all fall below that loses it (and gets
+    the best passage instead, when one qualifies), so re-citing an answer at a higher
+    ``min_share`` gives what citing it there in the first place would have: on the
+    committed runs, this overlap share was what separated the citations the support
+    judge upheld. Groups naming only passages never shown are left to
+    :func:`strip_invalid`.
+    """
+    bags = {p.citation: {stem(w) for w in content_words(f"{p.title} {p.text}")} for p in passages}
     added: list[int] = []
+    dropped: list[int] = []
+
+    def holds(words: set[str], number: int) -> bool:
+        overlap = len(words & bags[number])
+        return overlap >= POST_CITE_MIN_WORDS and overlap >= min_share * len(words)
+
     out_lines: list[str] = []
     for line in answer.split("\n"):
         pieces = _SPLIT_KEEP.split(line)
         for i in range(0, len(pieces), 2):  # odd indices are the kept separators
             sentence = pieces[i]
             words = {stem(w) for w in content_words(sentence)}
-            if cited_numbers(sentence) or len(words) < POST_CITE_MIN_WORDS or not bags:
+            if len(words) < POST_CITE_MIN_WORDS or not bags:
                 continue
-            number, overlap = max(((n, len(words & bag)) for n, bag in bags), key=lambda x: x[1])
-            if overlap < POST_CITE_MIN_WORDS or overlap < POST_CITE_MIN_SHARE * len(words):
+            groups = list(CITATION_GROUP.finditer(sentence))
+            if groups:
+                cited = cited_numbers(sentence)
+                # Only one trailing group is checked: a citation written into the sentence
+                # ("according to [2]", "sources [1] and [3]") is part of its wording.
+                last = groups[-1]
+                if len(groups) > 1 or re.search(r"\w", sentence[last.end() :]):
+                    continue
+                if any(holds(words, n) for n in cited if n in bags) or not (set(cited) & set(bags)):
+                    continue
+                sentence = sentence[: last.start()].rstrip() + sentence[last.end() :]
+                dropped += cited
+                pieces[i] = sentence
+            number = max(bags, key=lambda n: len(words & bags[n]))
+            if not holds(words, number):
                 continue
             m = _TRAILING_PUNCT.search(sentence)
             assert m is not None  # the pattern matches the empty end of any string
             pieces[i] = f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
             added.append(number)
         out_lines.append("".join(pieces))
-    return "\n".join(out_lines), added
+    return Recited("\n".join(out_lines), added, dropped)
 
 
 def _valid_citations(result: Any) -> list[int]:

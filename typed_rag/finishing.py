@@ -15,8 +15,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
 
     Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
     typed-rag answer also loses them, and with ``method.post_cite`` its uncited
-    sentences get the passage that shares their words (not a streamed answer:
-    it is already sent).
+    sentences get the passage that shares their words and citations whose passage
+    shares too few are dropped (not a streamed answer: it is already sent).
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -27,7 +27,9 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
         if check.invalid and opts.strip_invalid_citations:
             result.answer = strip_invalid(result.answer, shown).strip()
         if opts.post_cite:
-            result.answer, result.added_citations = attach_citations(result.answer, result.passages)
+            recited = attach_citations(result.answer, result.passages, opts.cite_min_share)
+            result.answer = recited.answer
+            result.added_citations, result.dropped_citations = recited.added, recited.dropped
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -23,6 +23,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "require_citations": True,
         "strip_invalid_citations": True,
         "post_cite": True,
+        "cite_min_share": 0.5,
         "max_sub_queries": 3,
         "anchor_sub_queries": True,
     },
@@ -48,6 +49,7 @@ class MethodOptions(BaseModel):
     require_citations: bool = False
     strip_invalid_citations: bool = False
     post_cite: bool = False
+    cite_min_share: float = Field(0.3, ge=0.0, le=1.0)
     max_sub_queries: int = Field(5, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
@@ -89,8 +91,11 @@ class MethodSettings(BaseModel):
     require_citations: bool | None = None
     strip_invalid_citations: bool | None = None
     # After the fact, an uncited sentence of a typed-rag answer gets the [n] of the
-    # shown passage sharing most of its words (ALCE's post-hoc citing; not streamed).
+    # shown passage sharing most of its words (ALCE's post-hoc citing; not streamed),
+    # when that passage shares at least ``cite_min_share`` of them; a cited sentence
+    # whose passages all share less loses those numbers.
     post_cite: bool | None = None
+    cite_min_share: float | None = Field(None, ge=0.0, le=1.0)
     # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
     #    single "aspects" of the question, or the paper's "paraphrase"s of it.
     max_sub_queries: int | None = Field(None, ge=2, le=5)

@@ -79,7 +79,10 @@ class Result(BaseModel):
     # ``method.strip_invalid_citations`` is set); see typed_rag.citations.
     citations: list[int] = Field(default_factory=list)
     invalid_citations: list[int] = Field(default_factory=list)
-    added_citations: list[int] = Field(default_factory=list)  # by ``method.post_cite``
+    # Numbers ``method.post_cite`` added to uncited sentences, and removed from
+    # sentences whose passage shares too few of their words.
+    added_citations: list[int] = Field(default_factory=list)
+    dropped_citations: list[int] = Field(default_factory=list)
     timings: dict[str, float] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]

@@ -72,12 +72,13 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     paper = settings.method.options()  # the test settings pin the paper's profile
     assert not paper.grounded_aggregation and not paper.answer_shapes
     assert paper.max_sub_queries == 5 and paper.experience_retrieval == "question"
-    assert paper.sub_answers == "generate"
+    assert paper.sub_answers == "generate" and paper.cite_min_share == 0.3
 
     improved = load_settings(None, **{"method.profile": "improved"}).method.options()
     assert improved.grounded_aggregation and improved.drop_uninformative
     assert improved.answer_shapes and improved.require_citations
     assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
+    assert improved.post_cite and improved.cite_min_share == 0.5
 
     # An explicit value wins over the profile, whichever order they come in (--set strings).
     mixed = load_settings(
@@ -393,7 +394,7 @@ async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) 
     settings.method.profile = "improved"
     named = [f"why do leaves change color: {w}" for w in ("chlorophyll", "pigments", "x", "y")]
     replies = {named[1]: "No information about pigments is given."}
-    done = "Leaves lose chlorophyll and show other pigments [1] [77]."
+    done = "Leaves change color as chlorophyll breaks down [1] [77]."
     rag, engine = make_rag(
         scripted_responder(
             {"sub_query_plan": json.dumps({"sub_queries": named})},
@@ -406,7 +407,7 @@ async def test_improved_profile_turns_the_set_on_in_one_run(make_rag, settings) 
     assert "### References\n[" in text and ANSWER_SHAPES["INSTRUCTION"] in text
     assert CORE_DEFINITION in text and STRICT_CITE_RULE in text
     assert result.answer == done.replace(" [77]", "") and result.invalid_citations == [77]
-    assert result.citations == [1] and result.added_citations == []
+    assert result.citations == [1] and result.added_citations == result.dropped_citations == []
 
 
 async def test_vague_sub_queries_are_anchored_to_the_question(make_rag, settings) -> None:
@@ -444,6 +445,18 @@ async def test_post_cite_attaches_the_passage_sharing_a_sentences_words(make_rag
 
     result = await rag.answer(Q, mode="rag")  # never in the baselines
     assert result.answer == answer
+
+
+async def test_cite_min_share_sets_how_much_a_cited_passage_must_share(make_rag, settings) -> None:
+    answer = "Autumn days shorten while trees rest quietly."  # 3 of 6 words in one passage
+    set_method(settings, post_cite=True)
+    rag, _ = make_rag(scripted_responder(answer=answer))
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.added_citations and result.citations == result.added_citations
+
+    set_method(settings, post_cite=True, cite_min_share=0.6)
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.answer == answer and result.added_citations == result.citations == []
 
 
 def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:

@@ -168,10 +168,58 @@ def test_attach_citations_keeps_layout_and_skips_weak_matches() -> None:
         "Steps:\n1. Mix flour, water, salt and yeast.\n2. Knead the dough [9].\n"
         "3. Enjoy it with friends.\nTea contains less caffeine than coffee! It is aromatic"
     )
-    text, added = attach_citations(answer, passages)
-    assert text == (
+    recited = attach_citations(answer, passages)
+    assert recited.answer == (
         "Steps:\n1. Mix flour, water, salt and yeast [4].\n2. Knead the dough [9].\n"
         "3. Enjoy it with friends.\nTea contains less caffeine than coffee [2]! It is aromatic"
     )
-    assert added == [4, 2]
-    assert attach_citations(answer, []) == (answer, [])
+    assert recited.added == [4, 2] and recited.dropped == []
+    assert attach_citations(answer, []).answer == answer
+
+
+def test_attach_citations_drops_or_moves_citations_whose_passage_shares_too_few_words() -> None:
+    passages = [
+        CitedPassage(
+            citation=1, id="c", title="Coffee", score=1.0, text="Coffee contains caffeine."
+        ),
+        CitedPassage(
+            citation=3,
+            id="t",
+            title="Tea",
+            score=1.0,
+            text="Green tea leaves are steamed, rolled and dried before brewing.",
+        ),
+    ]
+    answer = (
+        "Green tea leaves are steamed and dried [1]. Tea leaves are rolled before brewing [3]. "
+        "Monks grew orchards near temples [1]."
+    )
+    recited = attach_citations(answer, passages)
+    assert recited.answer == (
+        "Green tea leaves are steamed and dried [3]. Tea leaves are rolled before brewing [3]. "
+        "Monks grew orchards near temples."
+    )
+    assert recited.added == [3] and recited.dropped == [1, 1]
+    # Citations written into the wording are the model's and stay.
+    wording = "The sources on monks and orchards include [1] and [3]. Per [1], monks grew orchards."
+    assert attach_citations(wording, passages).answer == wording
+
+
+def test_attach_citations_min_share_is_the_bar_for_adding_and_keeping() -> None:
+    passages = [
+        CitedPassage(
+            citation=2,
+            id="b",
+            title="Bread",
+            score=1.0,
+            text="Knead the dough, let it rise, then bake it in a hot oven.",
+        )
+    ]
+    # 3 of the 5 content words (knead, dough, oven) are in the passage: share 0.6.
+    answer = "Knead the dough slowly beside the oven."
+    assert attach_citations(answer, passages, min_share=0.6).added == [2]
+    assert attach_citations(answer, passages, min_share=0.7).added == []
+    cited = "Knead the dough slowly beside the oven [2]."
+    kept, dropped = (attach_citations(cited, passages, min_share=s) for s in (0.6, 0.7))
+    assert kept.answer == cited and kept.dropped == []
+    assert dropped.answer == answer and dropped.dropped == [2]

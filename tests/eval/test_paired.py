@@ -166,3 +166,13 @@ def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) 
     smaller = load_settings(None, **{"sampling.sub_answer_max_tokens": 192})
     with pytest.raises(UserError, match="sub_answer_max_tokens"):
         write_manifest(tmp_path / "run", smaller, s, **kw)
+    # The same for a method option: absent from the run's options means the paper's value.
+    fast = load_settings(None, **{"method.cite_min_share": 0.3})
+    manifest["fingerprint"]["method"] = fast.method.options().model_dump(mode="json")
+    del manifest["fingerprint"]["method"]["cite_min_share"]
+    path.write_text(json.dumps(manifest))
+    write_manifest(tmp_path / "run", fast, s, **kw)
+    path.write_text(json.dumps(manifest))
+    stricter = load_settings(None, **{"method.cite_min_share": 0.9})
+    with pytest.raises(UserError, match="cite_min_share"):
+        write_manifest(tmp_path / "run", stricter, s, **kw)

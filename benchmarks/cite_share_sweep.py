@@ -1,0 +1,162 @@
+"""How much of a sentence a cited passage must share (``method.cite_min_share``), measured.
+
+``method.post_cite`` cites, after generation, the shown passage sharing most of a
+sentence's content words, and drops a citation whose passage shares too few. This
+re-cites the typed-rag answers of an ``eval run`` directory at each threshold (the same
+function the pipeline runs; applying it to an answer already re-cited at a lower
+threshold gives what the pipeline would have written at the higher one), asks the
+support judge of ``typed-rag eval support`` about every cited sentence (verdicts cached
+in ``--out``, so thresholds share them and the command resumes), and reports per
+threshold the share of answers citing a shown passage and the share of cited sentences
+the judge calls supported (bootstrap 95% CI over questions), issue 15's two targets.
+
+    python -m benchmarks.cite_share_sweep results/method/cite-calibration/run \\
+        --shares 0.3,0.4,0.5,0.6,0.7 --out results/method/cite-calibration
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cli.eval_papers import index_lookup
+from eval.manifest import scorer_name
+from eval.runner import ANSWERS
+from eval.support import SupportRun, sentences_of, summarize
+from typed_rag.citations import attach_citations
+from typed_rag.config import Settings, load_settings, parse_overrides
+from typed_rag.engines.factory import build_engine
+from typed_rag.result import CitedPassage
+from typed_rag.store import JsonlStore
+
+METHOD = "typed-rag"
+
+
+def recite(row: Mapping[str, Any], texts: Mapping[str, tuple[str, str]], share: float) -> dict:
+    """``row`` (an ``answers.jsonl`` row) with its answer re-cited at ``share``."""
+    passages = [
+        CitedPassage(
+            citation=int(p["citation"]),
+            id=str(p["id"]),
+            title=texts[str(p["id"])][0],
+            text=texts[str(p["id"])][1],
+            score=0.0,
+        )
+        for p in row["result"]["passages"]
+    ]
+    recited = attach_citations(str(row["answer"]), passages, share)
+    return {**row, "answer": recited.answer}
+
+
+def sweep(
+    rows: Sequence[Mapping[str, Any]],
+    shares: Sequence[float],
+    settings: Settings,
+    out: Path,
+    batch_size: int,
+) -> dict[str, Any]:
+    """Judge what is missing and summarise each threshold."""
+    lookup = index_lookup(settings)
+    ids = sorted({str(p["id"]) for r in rows for p in r["result"]["passages"]})
+    texts = lookup(ids)
+    variants = {s: [recite(r, texts, s) for r in rows] for s in shares}
+    engine = build_engine(settings)  # the judge: the engine of ``settings`` (as eval support)
+    model = scorer_name(settings)
+    run = SupportRun(out / "support", engine, model, batch_size)
+
+    async def judge() -> None:
+        async with engine:
+            for answers in variants.values():
+                sentences = [s for a in answers for s in sentences_of(a)]
+                await run.judge_missing(sentences, {}, lookup, _progress)
+
+    asyncio.run(judge())
+    report: dict[str, Any] = {"run_answers": len(rows), "judge": model, "shares": {}}
+    counts: dict[float, dict[str, tuple[int, int]]] = {}
+    for share, answers in variants.items():
+        sentence_rows = run.sentence_rows([s for a in answers for s in sentences_of(a)])
+        summary = summarize(answers, sentence_rows, [METHOD])["methods"][METHOD]
+        counts[share] = _counts_by_question(sentence_rows)
+        summary["vs_lowest"] = pooled_difference(counts[share], counts[shares[0]])
+        report["shares"][str(share)] = summary
+    return report
+
+
+def _counts_by_question(sentence_rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per question: (supported, judged) cited sentences."""
+    counts: dict[str, tuple[int, int]] = {}
+    for r in sentence_rows:
+        if r["supported"] is not None:
+            ok, n = counts.get(str(r["question_id"]), (0, 0))
+            counts[str(r["question_id"])] = (ok + int(r["supported"]), n + 1)
+    return counts
+
+
+def pooled_difference(
+    a: Mapping[str, tuple[int, int]],
+    b: Mapping[str, tuple[int, int]],
+    n_boot: int = 2000,
+    seed: int = 42,
+) -> dict[str, Any]:
+    """Share of supported cited sentences (pooled, the issue's measure) of ``a`` minus
+    ``b``, with a paired bootstrap over questions (a question keeps both its counts)."""
+    qs = sorted(set(a) | set(b))
+    m = np.array([[*a.get(q, (0, 0)), *b.get(q, (0, 0))] for q in qs], dtype=float)
+
+    def diff(x: np.ndarray) -> np.ndarray:
+        s = x.sum(axis=-2)
+        return s[..., 0] / np.maximum(s[..., 1], 1) - s[..., 2] / np.maximum(s[..., 3], 1)
+
+    idx = np.random.default_rng(seed).integers(0, len(qs), size=(n_boot, len(qs)))
+    low, high = np.quantile(diff(m[idx]), [0.025, 0.975])
+    return {"n": len(qs), "diff": float(diff(m)), "ci": [float(low), float(high)]}
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\r  support verdicts {done}/{total}", end="", flush=True)
+
+
+def render(report: Mapping[str, Any]) -> str:
+    lines = [
+        f"typed-rag answers: {report['run_answers']}; judge {report['judge']}",
+        "cite_min_share  answers citing  cited sentences  supported [95% CI]"
+        "  minus the lowest (paired over questions) [95% CI]",
+    ]
+    for share, m in report["shares"].items():
+        s, d = m["share"], m["vs_lowest"]
+        lines.append(
+            f"{float(share):>14.2f}  {m['answers_citing']:>6}/{m['answers']:<7} {m['sentences']:>15}"
+            f"  {100 * s['mean']:.1f}% [{100 * s['low']:.1f}, {100 * s['high']:.1f}]"
+            f"  {100 * d['diff']:+.1f} points [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
+            f" (n={d['n']})"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", type=Path, help="a directory made by `eval run` with typed-rag")
+    ap.add_argument("--shares", default="0.3,0.4,0.5,0.6,0.7", help="thresholds (comma list)")
+    ap.add_argument("--out", type=Path, required=True, help="verdict cache and sweep.json")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE settings override")
+    args = ap.parse_args(argv)
+    settings = load_settings(None, **parse_overrides(args.set))
+    shares = sorted(float(s) for s in args.shares.split(","))
+    rows = [r for r in JsonlStore(args.run_dir / ANSWERS, readonly=True) if r["method"] == METHOD]
+    report = sweep(rows, shares, settings, args.out, args.batch_size)
+    report["run_dir"] = str(args.run_dir)
+    print("\n" + render(report))
+    (args.out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out / 'sweep.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
