@@ -223,3 +223,34 @@ def test_attach_citations_min_share_is_the_bar_for_adding_and_keeping() -> None:
     kept, dropped = (attach_citations(cited, passages, min_share=s) for s in (0.6, 0.7))
     assert kept.answer == cited and kept.dropped == []
     assert dropped.answer == answer and dropped.dropped == [2]
+
+
+def test_re_citing_at_a_higher_share_equals_citing_there_first() -> None:
+    """What benchmarks/cite_share_sweep.py relies on to re-cite committed answers."""
+    passages = [
+        CitedPassage(
+            citation=1, id="c", title="Coffee", score=1.0, text="Coffee contains caffeine."
+        ),
+        CitedPassage(
+            citation=3,
+            id="t",
+            title="Tea",
+            score=1.0,
+            text="Green tea leaves are steamed, rolled and dried before brewing in hot water.",
+        ),
+    ]
+    answer = (
+        "Green tea leaves are steamed and dried slowly by farmers.\n"
+        "Tea leaves are rolled before brewing. Coffee drinkers like caffeine in tea leaves.\n"
+        "Sources include [1] and [3]."
+    )
+    for low, high in ((0.3, 0.5), (0.3, 0.8), (0.5, 0.6)):
+        once = attach_citations(answer, passages, high).answer
+        assert (
+            attach_citations(attach_citations(answer, passages, low).answer, passages, high).answer
+            == once
+        )
+    assert (
+        attach_citations(answer, passages, 0.3).answer
+        != attach_citations(answer, passages, 0.8).answer
+    )
