@@ -177,19 +177,18 @@ def test_attach_citations_keeps_layout_and_skips_weak_matches() -> None:
     assert attach_citations(answer, []).answer == answer
 
 
-def test_attach_citations_drops_or_moves_citations_whose_passage_shares_too_few_words() -> None:
-    passages = [
+def _coffee_and_tea() -> list[CitedPassage]:
+    tea = "Green tea leaves are steamed, rolled and dried before brewing in hot water."
+    return [
         CitedPassage(
             citation=1, id="c", title="Coffee", score=1.0, text="Coffee contains caffeine."
         ),
-        CitedPassage(
-            citation=3,
-            id="t",
-            title="Tea",
-            score=1.0,
-            text="Green tea leaves are steamed, rolled and dried before brewing.",
-        ),
+        CitedPassage(citation=3, id="t", title="Tea", score=1.0, text=tea),
     ]
+
+
+def test_attach_citations_drops_or_moves_citations_whose_passage_shares_too_few_words() -> None:
+    passages = _coffee_and_tea()
     answer = (
         "Green tea leaves are steamed and dried [1]. Tea leaves are rolled before brewing [3]. "
         "Monks grew orchards near temples [1]."
@@ -227,18 +226,7 @@ def test_attach_citations_min_share_is_the_bar_for_adding_and_keeping() -> None:
 
 def test_re_citing_at_a_higher_share_equals_citing_there_first() -> None:
     """What benchmarks/cite_share_sweep.py relies on to re-cite committed answers."""
-    passages = [
-        CitedPassage(
-            citation=1, id="c", title="Coffee", score=1.0, text="Coffee contains caffeine."
-        ),
-        CitedPassage(
-            citation=3,
-            id="t",
-            title="Tea",
-            score=1.0,
-            text="Green tea leaves are steamed, rolled and dried before brewing in hot water.",
-        ),
-    ]
+    passages = _coffee_and_tea()
     answer = (
         "Green tea leaves are steamed and dried slowly by farmers.\n"
         "Tea leaves are rolled before brewing. Coffee drinkers like caffeine in tea leaves.\n"
