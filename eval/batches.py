@@ -72,7 +72,8 @@ def answer_record(
         "question_id": rec.question_id,
         "subset": rec.subset,
         "type": type_of(labels, rec.question_id),
-        # The pipeline that answered (typed-rag: the recorded type, see ``routed_types``).
+        # The pipeline that answered (typed-rag: the recorded type, see ``routed_types``,
+        # or the classifier's with ``eval.route="classifier"``).
         "route": data.get("type"),
         "type_source": data.get("type_source"),
         "question": rec.question,
@@ -130,15 +131,17 @@ async def answer_chunk(
     method: str,
     labels: Mapping[str, QuestionLabel],
     passage_text: bool = True,
+    route: str = "labels",
 ) -> ChunkAnswers:
-    """Answer one batch of benchmark records (see :func:`answer_each`)."""
+    """Answer one batch of benchmark records (see :func:`answer_each`); ``route`` is
+    ``eval.route``."""
     results, errors, wall = await answer_each(
         answerer_for(answerer, method),
         [r.question for r in chunk],
         [r.question_id for r in chunk],
         mode_of(method),
         method,
-        force_types=routed_types(chunk, method, labels),
+        force_types=routed_types(chunk, method, labels) if route == "labels" else None,
     )
     return ChunkAnswers(
         [

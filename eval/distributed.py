@@ -91,6 +91,7 @@ class EvalWorker:
             method,
             self.labels,
             self.settings.eval.store_passage_text,
+            self.settings.eval.route,
         )
 
     async def score(

@@ -69,6 +69,8 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "judge": judge_identity(settings),
         **method_identity(settings),
         **retrieval_identity(settings),
+        # typed-rag routed by the classifier, not the recorded labels (absent: labels).
+        **({"route": settings.eval.route} if settings.eval.route != "labels" else {}),
     }
 
 

@@ -155,7 +155,12 @@ class EvalRunner:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
                 done = await answer_chunk(
-                    answerer, chunk, method, self.labels, self.settings.eval.store_passage_text
+                    answerer,
+                    chunk,
+                    method,
+                    self.labels,
+                    self.settings.eval.store_passage_text,
+                    self.settings.eval.route,
                 )
                 self._store_answers(method, done, len(chunk), counts)
                 bar.update(len(chunk))

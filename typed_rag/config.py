@@ -326,6 +326,11 @@ class EvalSettings(BaseModel):
     # Keep passage texts in answers.jsonl (needed by --coverage's context judge); off for
     # runs committed under results/, where ids, titles and scores suffice (the index has the text).
     store_passage_text: bool = True
+    # How typed-rag picks a question's pipeline in an evaluation: "labels" follows the
+    # run's recorded type (one of the six non-factoid labels, as the paper's Wiki-NFQA
+    # protocol; a per-type row is exactly that pipeline), "classifier" routes as the
+    # server does (all eight labels: a factual question goes to the factoid pipeline).
+    route: Literal["labels", "classifier"] = "labels"
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512

@@ -140,6 +140,11 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     write_manifest(tmp_path / "other", reranked, reranked, **kw)  # the same config resumes
     with pytest.raises(UserError, match="retrieval"):
         write_manifest(tmp_path / "other", bm25, bm25, **kw)
+    # typed-rag routed by the classifier is its own run too
+    routed = load_settings(None, **{"eval.route": "classifier"})
+    write_manifest(tmp_path / "routed", routed, routed, **kw)
+    with pytest.raises(UserError, match="route"):
+        write_manifest(tmp_path / "routed", load_settings(None), routed, **kw)
     # a run made with the paper's settings records neither; today's defaults must not resume it
     paper = load_settings(None, **{"retrieval.rerank_depth": 0, "method.profile": "paper"})
     write_manifest(tmp_path / "paper", paper, paper, **kw)

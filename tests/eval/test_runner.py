@@ -223,6 +223,22 @@ async def test_typed_rag_answers_follow_the_recorded_labels(
         assert row["route"] == row["type"] == t and row["type_source"] == "forced"
 
 
+async def test_route_classifier_lets_the_classifier_pick_the_pipeline(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """``eval.route="classifier"``: typed-rag is routed as the server routes it; the
+    recorded label still groups the row."""
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    recorded = ["DEBATE"] * len(records)
+    eval_settings.eval.route = "classifier"
+    runner, answerer = labelled_runner(eval_settings, tmp_path / "run", records, recorded)
+    await runner.run(records, ["typed-rag"])
+    assert answerer.forced == [None] * len(records)
+    rows = lines(tmp_path / "run" / ANSWERS)
+    assert all(r["type"] == "DEBATE" and r["route"] == "EVIDENCE-BASED" for r in rows)
+    assert all(r["type_source"] == "classifier" for r in rows)
+
+
 METHODS_RUN = "rag,typed-rag,typed-rag@paper,typed-rag@improved"
 
 
