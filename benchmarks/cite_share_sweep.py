@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from cli.eval_papers import index_lookup
+from eval.figures import plt
 from eval.manifest import scorer_name
 from eval.runner import ANSWERS
-from eval.support import SupportRun, sentences_of, summarize
+from eval.support import SupportRun, pooled_difference, sentences_of, summarize
 from typed_rag.citations import attach_citations
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines.factory import build_engine
@@ -98,26 +99,6 @@ def _counts_by_question(sentence_rows: Sequence[Mapping[str, Any]]) -> dict[str,
     return counts
 
 
-def pooled_difference(
-    a: Mapping[str, tuple[int, int]],
-    b: Mapping[str, tuple[int, int]],
-    n_boot: int = 2000,
-    seed: int = 42,
-) -> dict[str, Any]:
-    """Share of supported cited sentences (pooled, the issue's measure) of ``a`` minus
-    ``b``, with a paired bootstrap over questions (a question keeps both its counts)."""
-    qs = sorted(set(a) | set(b))
-    m = np.array([[*a.get(q, (0, 0)), *b.get(q, (0, 0))] for q in qs], dtype=float)
-
-    def diff(x: np.ndarray) -> np.ndarray:
-        s = x.sum(axis=-2)
-        return s[..., 0] / np.maximum(s[..., 1], 1) - s[..., 2] / np.maximum(s[..., 3], 1)
-
-    idx = np.random.default_rng(seed).integers(0, len(qs), size=(n_boot, len(qs)))
-    low, high = np.quantile(diff(m[idx]), [0.025, 0.975])
-    return {"n": len(qs), "diff": float(diff(m)), "ci": [float(low), float(high)]}
-
-
 def _progress(done: int, total: int) -> None:
     print(f"\r  support verdicts {done}/{total}", end="", flush=True)
 
@@ -139,6 +120,39 @@ def render(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(report: Mapping[str, Any], path: Path) -> Path:
+    """Supported share of cited sentences (95% CI) and share of answers citing, per threshold."""
+    shares = [float(k) for k in report["shares"]]
+    rows = list(report["shares"].values())
+    mean = np.array([m["share"]["mean"] for m in rows]) * 100
+    err = (
+        np.array(
+            [
+                [m["share"]["mean"] - m["share"]["low"], m["share"]["high"] - m["share"]["mean"]]
+                for m in rows
+            ]
+        ).T
+        * 100
+    )
+    citing = [100 * m["answers_citing"] / m["answers"] for m in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    ax.errorbar(shares, mean, yerr=err, marker="o", capsize=3, label="cited sentences supported")
+    ax.plot(shares, citing, marker="s", label="answers citing a shown passage")
+    ax.axhline(70, color="grey", lw=0.8, ls="--")
+    ax.axhline(80, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("method.cite_min_share")
+    ax.set_ylabel("%")
+    ax.set_title(
+        f"typed-rag, {report['run_answers']} answers; judge {report['judge'].split(':')[-1]}",
+        fontsize=8,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", type=Path, help="a directory made by `eval run` with typed-rag")
@@ -154,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["run_dir"] = str(args.run_dir)
     print("\n" + render(report))
     (args.out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out / 'sweep.json'}")
+    print(f"wrote {args.out / 'sweep.json'}, {plot(report, args.out / 'sweep.png')}")
     return 0
 
 

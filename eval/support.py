@@ -253,6 +253,28 @@ def ratio_estimate(
     return Estimate(mean, float(low), float(high), int(a.size))
 
 
+def pooled_difference(
+    a: Mapping[str, tuple[int, int]],
+    b: Mapping[str, tuple[int, int]],
+    n_boot: int = 2000,
+    seed: int = 42,
+) -> dict[str, Any]:
+    """Share of supported cited sentences (pooled, the issue's measure) of ``a`` minus
+    ``b``, with a paired bootstrap over questions (a question keeps both its counts; a
+    side with no judged sentence in a resample counts 0). Counts: question -> (supported,
+    judged)."""
+    qs = sorted(set(a) | set(b))
+    m = np.array([[*a.get(q, (0, 0)), *b.get(q, (0, 0))] for q in qs], dtype=float)
+
+    def diff(x: np.ndarray) -> np.ndarray:
+        s = x.sum(axis=-2)
+        return s[..., 0] / np.maximum(s[..., 1], 1) - s[..., 2] / np.maximum(s[..., 3], 1)
+
+    idx = np.random.default_rng(seed).integers(0, len(qs), size=(n_boot, len(qs)))
+    low, high = np.quantile(diff(m[idx]), [0.025, 0.975])
+    return {"n": len(qs), "diff": float(diff(m)), "ci": [float(low), float(high)]}
+
+
 def summarize(
     answers: Sequence[Mapping[str, Any]],
     rows: Sequence[Mapping[str, Any]],

@@ -273,3 +273,16 @@ def test_cli_errors_are_clear(
     assert main([*no_probs, *out]) == 2
     assert "token probabilities" in capsys.readouterr().err
     assert cli == []  # no engine was built for any of them
+
+
+def test_pooled_difference_pairs_the_questions_and_pools_sentences() -> None:
+    from eval.support import pooled_difference
+
+    a = {"q1": (1, 2), "q2": (2, 2), "q3": (3, 4)}  # 6 of 8 supported
+    b = {"q1": (0, 2), "q2": (2, 2), "q3": (2, 6)}  # 4 of 10
+    d = pooled_difference(a, b, n_boot=500)
+    assert d["n"] == 3 and d["diff"] == pytest.approx(6 / 8 - 4 / 10)
+    assert d["ci"][0] <= d["diff"] <= d["ci"][1]
+    same = pooled_difference(a, a, n_boot=200)
+    assert same["diff"] == 0 and same["ci"] == [0.0, 0.0]  # paired: no spread without change
+    assert pooled_difference({"q1": (1, 1)}, {})["diff"] == 1.0  # uncited on one side: 0/0 counts 0
