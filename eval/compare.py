@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eval.manifest import fingerprint, read_manifest
+from eval.manifest import filled, fingerprint, read_manifest
 from eval.paired import pair_rows, row_scores
 from eval.runner import SCORES
 from typed_rag.config import Settings
@@ -45,19 +45,11 @@ def _scores(run: Path, method: str) -> tuple[dict[str, tuple[float, float]], dic
     return values, meta
 
 
-def _filled(value: Any, default: Any) -> Any:
-    """``value`` with the keys it lacks taken from ``default``, recursively: a setting added
-    to the project after a run was made stood at its default in that run."""
-    if isinstance(value, dict) and isinstance(default, dict):
-        return {**default, **{k: _filled(v, default.get(k)) for k, v in value.items()}}
-    return value
-
-
 def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The shared fingerprint entries on which two run manifests differ."""
     defaults = fingerprint(Settings(), Settings())
     fa, fb = (
-        {k: _filled(m.get("fingerprint", {}).get(k), defaults.get(k)) for k in SHARED}
+        {k: filled(m.get("fingerprint", {}).get(k), defaults.get(k)) for k in SHARED}
         for m in (a, b)
     )
     return [f"{k}: {fa[k]!r} vs {fb[k]!r}" for k in SHARED if fa[k] != fb[k]]

@@ -103,17 +103,20 @@ def scorer_name(scorer: Settings) -> str:
     return f"{scorer.engine.backend}:{scorer.engine.model}"
 
 
-def _diff(old: Any, new: Any, default: Any = None, path: str = "") -> list[str]:
-    """Differences between two fingerprints. A setting added to the project after the run
-    was made (absent from ``old``) counts only if it differs from its default (``default``)."""
+def filled(value: Any, default: Any) -> Any:
+    """``value`` with the keys it lacks taken from ``default``, recursively: a setting added
+    to the project after a run was made stood at its default in that run."""
+    if isinstance(value, dict) and isinstance(default, dict):
+        return {**default, **{k: filled(v, default.get(k)) for k, v in value.items()}}
+    return value
+
+
+def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+    """Differences between two fingerprints, one ``path: old -> new`` line per setting."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
-        defaults = default if isinstance(default, dict) else {}
         for key in sorted(set(old) | set(new)):
-            if key not in old and key in defaults and new.get(key) == defaults[key]:
-                continue
-            sub = f"{path}.{key}" if path else key
-            out.extend(_diff(old.get(key), new.get(key), defaults.get(key), sub))
+            out.extend(_diff(old.get(key), new.get(key), f"{path}.{key}" if path else key))
         return out
     return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
 
@@ -155,7 +158,7 @@ def write_manifest(
         }
         # A method option added after the run was made stood at the paper's value in it.
         added["method"] = MethodOptions().model_dump(mode="json")
-        diffs = _diff(manifest.get("fingerprint", {}), fp, added)
+        diffs = _diff(filled(manifest.get("fingerprint", {}), added), filled(fp, added))
         judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
         if diffs and judge_only and not _has_scores(run_dir):
             # Nothing judged yet: the answers do not depend on the judge, so it may change.
