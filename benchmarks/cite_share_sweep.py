@@ -29,7 +29,13 @@ from cli.eval_papers import index_lookup
 from eval.figures import plt
 from eval.manifest import scorer_name
 from eval.runner import ANSWERS
-from eval.support import SupportRun, pooled_difference, sentences_of, summarize
+from eval.support import (
+    SupportRun,
+    counts_by_question,
+    pooled_difference,
+    sentences_of,
+    summarize,
+)
 from typed_rag.citations import attach_citations
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines.factory import build_engine
@@ -83,20 +89,10 @@ def sweep(
     for share, answers in variants.items():
         sentence_rows = run.sentence_rows([s for a in answers for s in sentences_of(a)])
         summary = summarize(answers, sentence_rows, [METHOD])["methods"][METHOD]
-        counts[share] = _counts_by_question(sentence_rows)
+        counts[share] = counts_by_question(sentence_rows)
         summary["vs_lowest"] = pooled_difference(counts[share], counts[shares[0]])
         report["shares"][str(share)] = summary
     return report
-
-
-def _counts_by_question(sentence_rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """Per question: (supported, judged) cited sentences."""
-    counts: dict[str, tuple[int, int]] = {}
-    for r in sentence_rows:
-        if r["supported"] is not None:
-            ok, n = counts.get(str(r["question_id"]), (0, 0))
-            counts[str(r["question_id"])] = (ok + int(r["supported"]), n + 1)
-    return counts
 
 
 def _progress(done: int, total: int) -> None:

@@ -275,6 +275,17 @@ def pooled_difference(
     return {"n": len(qs), "diff": float(diff(m)), "ci": [float(low), float(high)]}
 
 
+def counts_by_question(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per question of ``rows`` (``support.jsonl`` rows): (supported, judged) cited
+    sentences; a sentence still without a verdict is left out."""
+    counts: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        if r["supported"] is not None:
+            ok, n = counts.get(str(r["question_id"]), (0, 0))
+            counts[str(r["question_id"])] = (ok + int(r["supported"]), n + 1)
+    return counts
+
+
 def summarize(
     answers: Sequence[Mapping[str, Any]],
     rows: Sequence[Mapping[str, Any]],
@@ -283,20 +294,10 @@ def summarize(
     seed: int = 42,
 ) -> dict[str, Any]:
     """Per method and paired; sentences still without a verdict are left out (``pending``)."""
-    per_q: dict[str, dict[str, list[int]]] = {m: defaultdict(lambda: [0, 0]) for m in methods}
-    pending: dict[str, int] = dict.fromkeys(methods, 0)
-    unshown: dict[str, int] = dict.fromkeys(methods, 0)
-    for r in rows:
-        m = r["method"]
-        if m not in per_q:
-            continue
-        unshown[m] += bool(r["unshown"])
-        if r["supported"] is None:
-            pending[m] += 1
-            continue
-        cell = per_q[m][str(r["question_id"])]
-        cell[0] += int(r["supported"])
-        cell[1] += 1
+    mine = {m: [r for r in rows if r["method"] == m] for m in methods}
+    per_q = {m: counts_by_question(mine[m]) for m in methods}
+    pending = {m: sum(r["supported"] is None for r in mine[m]) for m in methods}
+    unshown = {m: sum(bool(r["unshown"]) for r in mine[m]) for m in methods}
     out: dict[str, Any] = {}
     for m in methods:
         n_answers = sum(1 for a in answers if a["method"] == m)
