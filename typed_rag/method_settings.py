@@ -44,6 +44,7 @@ class MethodOptions(BaseModel):
     aggregation_passages: int = Field(5, ge=1, le=20)
     drop_uninformative: bool = False
     answer_shapes: bool = False
+    direct_first: Literal["off", "debate", "all"] = "off"
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     core_sub_questions: Literal["off", "definition", "listed"] = "off"
     require_citations: bool = False
@@ -79,6 +80,10 @@ class MethodSettings(BaseModel):
     drop_uninformative: bool | None = None
     # 3. Per-type answer shapes in the final prompt (steps, point by point, ...).
     answer_shapes: bool | None = None
+    # The final answer opens with one sentence that answers the question directly, before
+    # its shape: for DEBATE ("debate") or every typed pipeline ("all"). A perspectives
+    # answer to a question typed DEBATE that asks for a fact otherwise buries the fact.
+    direct_first: Literal["off", "debate", "all"] | None = None
     # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
     experience_retrieval: Literal["question", "keywords", "both"] | None = None
     # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the

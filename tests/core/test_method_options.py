@@ -21,6 +21,7 @@ from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     ANSWER_SYSTEM,
     CORE_DEFINITION,
+    DIRECT_FIRST,
     STRICT_CITE_RULE,
 )
 from typed_rag.types import QuestionType as T
@@ -79,6 +80,7 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     assert improved.answer_shapes and improved.require_citations
     assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
     assert improved.post_cite and improved.cite_min_share == 0.5
+    assert improved.direct_first == "off" and paper.direct_first == "off"
 
     # An explicit value wins over the profile, whichever order they come in (--set strings).
     mixed = load_settings(
@@ -237,6 +239,28 @@ async def test_answer_shape_per_type_reaches_the_final_prompt(
     # The shape is for the final answer only: sub-answer and plan prompts have none.
     assert all(GUIDE not in user_text(r) for b in engine.batches[:-1] for r in b)
     assert result.fallbacks == []
+
+
+@pytest.mark.parametrize(
+    "qtype,title,plan",
+    [
+        (T.DEBATE, "debate_plan", DEBATE),
+        (T.REASON, "sub_query_plan", PLAN),
+        (T.COMPARISON, None, None),
+    ],
+)
+@pytest.mark.parametrize("direct", ["off", "debate", "all"])
+async def test_direct_first_comes_before_the_shape(
+    make_rag, settings, qtype, title, plan, direct
+) -> None:
+    set_method(settings, answer_shapes=True, direct_first=direct)
+    rag, engine = make_rag(scripted_responder({title: plan} if title else None))
+    await rag.answer(Q, force_type=qtype)
+    section = user_text(final_request(engine)).split(GUIDE, 1)[1]
+    if direct == "all" or (direct == "debate" and qtype == T.DEBATE):
+        assert section.index(DIRECT_FIRST) < section.index(ANSWER_SHAPES[qtype.value])
+    else:
+        assert DIRECT_FIRST not in section
 
 
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:

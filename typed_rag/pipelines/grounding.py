@@ -19,6 +19,7 @@ from typed_rag.pipelines.core_questions import core_sub_questions
 from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     CORE_DEFINITION,
+    DIRECT_FIRST,
     STRICT_CITE_RULE,
     core_list_guidance,
     rag_messages,
@@ -39,8 +40,10 @@ def options(ctx: Context) -> MethodOptions:
 async def guide(ctx: Context, messages: Messages) -> Messages:
     """The final prompt with its answer shape, core sub-questions and citation rule, as set."""
     opts = options(ctx)
-    lines: list[str] = []
-    shape = ANSWER_SHAPES.get(ctx.result.type or "")
+    qtype = ctx.result.type or ""
+    direct = opts.direct_first == "all" or (opts.direct_first == "debate" and qtype == "DEBATE")
+    lines: list[str] = [DIRECT_FIRST] if direct else []
+    shape = ANSWER_SHAPES.get(qtype)
     if opts.answer_shapes and shape:
         lines.append(shape)
     if opts.core_sub_questions == "definition":

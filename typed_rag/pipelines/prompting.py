@@ -68,6 +68,13 @@ ANSWER_SHAPES: dict[str, str] = {
     ),
 }
 
+# ``method.direct_first``: the bottom line before the layout the shape asks for.
+DIRECT_FIRST = (
+    "Open the answer with one sentence that directly answers the question (the fact, cause, "
+    "verdict or recommendation asked for) as far as the references allow; the rest of these "
+    "instructions apply to what follows that sentence."
+)
+
 # Xie et al.'s M1: the generator works out the core sub-questions itself.
 CORE_DEFINITION = (
     "Before writing, work out the core sub-questions of the question: the points any "
