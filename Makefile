@@ -39,6 +39,6 @@ clean-venv:
 # Rebuild the committed evaluation tables from the committed records (no model runs
 # unless something is missing): the Wiki-NFQA report and the judge-validity summary.
 results:
-	$(TR) eval report results/wiki-nfqa/run --out results/wiki-nfqa
+	$(TR) eval report results/wiki-nfqa/reranked --out results/wiki-nfqa
 	$(TR) eval judge-validity --questions 200 --pool 40 --protocols linkage-prob,relevance-prob \
 		--ensembles 'linkage-prob*relevance-prob' --out results/judge
