@@ -45,6 +45,7 @@ class MethodOptions(BaseModel):
     drop_uninformative: bool = False
     answer_shapes: bool = False
     direct_first: Literal["off", "debate", "all"] = "off"
+    question_sub_query: Literal["off", "debate", "all"] = "off"
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     core_sub_questions: Literal["off", "definition", "listed"] = "off"
     require_citations: bool = False
@@ -84,6 +85,11 @@ class MethodSettings(BaseModel):
     # its shape: for DEBATE ("debate") or every typed pipeline ("all"). A perspectives
     # answer to a question typed DEBATE that asks for a fact otherwise buries the fact.
     direct_first: Literal["off", "debate", "all"] | None = None
+    # The question itself is searched and answered as one more perspective (DEBATE:
+    # "debate") or also as one more sub-query (REASON, INSTRUCTION: "all"), first in the
+    # list: sub-queries that drift off the question still leave the final step what
+    # the question's own passages say.
+    question_sub_query: Literal["off", "debate", "all"] | None = None
     # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
     experience_retrieval: Literal["question", "keywords", "both"] | None = None
     # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the

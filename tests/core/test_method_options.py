@@ -15,7 +15,7 @@ from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.pipelines.debate import MEDIATOR_SYSTEM
+from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
@@ -261,6 +261,31 @@ async def test_direct_first_comes_before_the_shape(
         assert section.index(DIRECT_FIRST) < section.index(ANSWER_SHAPES[qtype.value])
     else:
         assert DIRECT_FIRST not in section
+
+
+@pytest.mark.parametrize(
+    "qtype,title,plan", [(T.DEBATE, "debate_plan", DEBATE), (T.REASON, "sub_query_plan", PLAN)]
+)
+@pytest.mark.parametrize("setting", ["off", "debate", "all"])
+async def test_question_sub_query_is_searched_and_reaches_the_final_step(
+    make_rag, settings, qtype, title, plan, setting
+) -> None:
+    set_method(settings, question_sub_query=setting)
+    rag, engine = make_rag(
+        scripted_responder({title: plan}, answer=sub_answer_by_query({Q: "Direct reply [1]."}))
+    )
+    result = await rag.answer(Q, force_type=qtype)
+    queries = [s.query for s in result.sub_answers]
+    on = setting == "all" or (setting == "debate" and qtype == T.DEBATE)
+    if on:
+        assert queries[0] == Q and len(queries) == 3
+        assert result.plan["question_searched"] is True
+        assert "Direct reply [1]." in user_text(final_request(engine))
+        if qtype == T.DEBATE:
+            assert result.sub_answers[0].perspective == QUESTION_VIEW
+    else:
+        assert Q not in queries and len(queries) == 2 and "question_searched" not in result.plan
+        assert "Direct reply" not in user_text(final_request(engine))
 
 
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:

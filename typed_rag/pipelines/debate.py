@@ -23,11 +23,14 @@ from typed_rag.json_reply import (
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
-from typed_rag.pipelines.grounding import anchor_queries, combine, options
+from typed_rag.pipelines.grounding import anchor_queries, combine, options, searches_question
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 
 MIN_PERSPECTIVES = 2
 MAX_PERSPECTIVES = 5
+
+# The perspective name of the question itself (``method.question_sub_query``).
+QUESTION_VIEW = "the question as asked"
 
 MEDIATOR_SYSTEM = "You are the mediator of a debate between participants with different views."
 
@@ -246,6 +249,8 @@ async def prepare(ctx: Context) -> Final:
     ctx.set_plan(plan.to_trace())
     views = [p.perspective for p in plan.perspectives]
     queries = anchor_queries(ctx, [p.query for p in plan.perspectives])
+    if searches_question(ctx, queries):
+        views, queries = [QUESTION_VIEW, *views], [ctx.question, *queries]
     subs = await answer_sub_queries(ctx, queries, perspectives=views, step="perspective")
     return await combine(
         ctx,

@@ -16,7 +16,7 @@ from typed_rag.json_reply import extract_json, lookup, only_list, string_list
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
-from typed_rag.pipelines.grounding import anchor_queries, combine, options
+from typed_rag.pipelines.grounding import anchor_queries, combine, options, searches_question
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.types import QuestionType
 
@@ -202,7 +202,10 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
     ctx.set_plan(plan.to_trace())
-    subs = await answer_sub_queries(ctx, anchor_queries(ctx, plan.sub_queries))
+    queries = anchor_queries(ctx, plan.sub_queries)
+    if searches_question(ctx, queries):
+        queries = [ctx.question, *queries]
+    subs = await answer_sub_queries(ctx, queries)
     return await combine(
         ctx,
         subs,

@@ -37,13 +37,16 @@ def options(ctx: Context) -> MethodOptions:
     return ctx.settings.method.options()
 
 
+def applies(setting: str, ctx: Context) -> bool:
+    """Whether an ``off`` / ``debate`` / ``all`` option is on for this question's type."""
+    return setting == "all" or (setting == "debate" and ctx.result.type == "DEBATE")
+
+
 async def guide(ctx: Context, messages: Messages) -> Messages:
     """The final prompt with its answer shape, core sub-questions and citation rule, as set."""
     opts = options(ctx)
-    qtype = ctx.result.type or ""
-    direct = opts.direct_first == "all" or (opts.direct_first == "debate" and qtype == "DEBATE")
-    lines: list[str] = [DIRECT_FIRST] if direct else []
-    shape = ANSWER_SHAPES.get(qtype)
+    lines: list[str] = [DIRECT_FIRST] if applies(opts.direct_first, ctx) else []
+    shape = ANSWER_SHAPES.get(ctx.result.type or "")
     if opts.answer_shapes and shape:
         lines.append(shape)
     if opts.core_sub_questions == "definition":
@@ -66,6 +69,18 @@ def anchor_queries(ctx: Context, queries: list[str]) -> list[str]:
     if changed:
         ctx.result.plan["anchored"] = changed
     return out
+
+
+def searches_question(ctx: Context, queries: Sequence[str]) -> bool:
+    """Whether the question itself joins ``queries`` (``method.question_sub_query``);
+    the plan trace's ``question_searched`` says so. Not when a query already is the question."""
+    if not applies(options(ctx).question_sub_query, ctx):
+        return False
+    asked = " ".join(ctx.question.lower().split())
+    if any(" ".join(q.lower().split()) == asked for q in queries):
+        return False
+    ctx.result.plan["question_searched"] = True
+    return True
 
 
 def keep_informative(subs: Sequence[SubAnswer]) -> list[SubAnswer]:
