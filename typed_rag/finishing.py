@@ -3,17 +3,34 @@ cleaned up as ``method.*`` says, and the run's total time recorded."""
 
 from __future__ import annotations
 
+import re
 import time
 
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.pipelines import Context
 from typed_rag.result import Result
 
+# A sentence end: . ! or ? (with closing quotes or brackets) and any citation groups,
+# before white space or the end of the text.
+_SENTENCE_END = re.compile(r"[.!?][\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
+_LIST_MARKER = re.compile(r"(?:^|\n)[ \t]*\d{1,2}$")
+
+
+def trim_to_sentence(answer: str) -> str:
+    """``answer`` up to the end of its last complete sentence (with that sentence's
+    citations); unchanged when it has none, so a cut-off answer never ends mid-word.
+    A list marker ("3.") is not a sentence end."""
+    for m in reversed(list(_SENTENCE_END.finditer(answer))):
+        if not _LIST_MARKER.search(answer, 0, m.start()):
+            return answer[: m.end()].rstrip()
+    return answer
+
 
 def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     """Check the answer's citations against the shown passages, then close the timings.
 
-    Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
+    With ``method.trim_cut_off`` a typed-rag answer that the token cap cut off ends
+    at its last complete sentence. Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
     typed-rag answer also loses them, and with ``method.post_cite`` its uncited
     sentences get the passage that shares their words and citations whose passage
     shares too few are dropped (not a streamed answer: it is already sent).
@@ -24,6 +41,10 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     result.invalid_citations = check.invalid
     opts = ctx.settings.method.options()
     if result.mode == "typed-rag" and not streamed:
+        if opts.trim_cut_off and result.finish_reason == "length":
+            trimmed = trim_to_sentence(result.answer)
+            result.trimmed = trimmed != result.answer
+            result.answer = trimmed
         if check.invalid and opts.strip_invalid_citations:
             result.answer = strip_invalid(result.answer, shown).strip()
         if opts.post_cite:

@@ -26,6 +26,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "cite_min_share": 0.5,
         "max_sub_queries": 3,
         "anchor_sub_queries": True,
+        "trim_cut_off": True,
     },
 }
 # "fast" (issue 14; the default): the improved set with extracted sub-answers, so a
@@ -46,6 +47,8 @@ class MethodOptions(BaseModel):
     answer_shapes: bool = False
     direct_first: Literal["off", "debate", "all"] = "off"
     question_sub_query: Literal["off", "debate", "all"] = "off"
+    length_hint: bool = False
+    trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     core_sub_questions: Literal["off", "definition", "listed"] = "off"
     require_citations: bool = False
@@ -90,6 +93,13 @@ class MethodSettings(BaseModel):
     # list: sub-queries that drift off the question still leave the final step what
     # the question's own passages say.
     question_sub_query: Literal["off", "debate", "all"] | None = None
+    # The final prompt states the answer's length budget (about half a word per token of
+    # ``sampling.max_tokens``): a long shaped answer otherwise runs into the cap and loses
+    # its ending, for a DEBATE answer its conclusion.
+    length_hint: bool | None = None
+    # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
+    # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
+    trim_cut_off: bool | None = None
     # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
     experience_retrieval: Literal["question", "keywords", "both"] | None = None
     # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the

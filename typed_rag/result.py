@@ -59,6 +59,8 @@ class Result(BaseModel):
     answer: str = ""
     # "stop", or "length" when max_tokens cut the final answer.
     finish_reason: str = "stop"
+    # The cut-off answer was ended at its last complete sentence (method.trim_cut_off).
+    trimmed: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

@@ -15,6 +15,7 @@ from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
+from typed_rag.finishing import trim_to_sentence
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.pipelines.prompting import (
@@ -23,6 +24,7 @@ from typed_rag.pipelines.prompting import (
     CORE_DEFINITION,
     DIRECT_FIRST,
     STRICT_CITE_RULE,
+    length_guidance,
 )
 from typed_rag.types import QuestionType as T
 
@@ -81,6 +83,7 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
     assert improved.post_cite and improved.cite_min_share == 0.5
     assert improved.direct_first == "off" and paper.direct_first == "off"
+    assert improved.trim_cut_off and not paper.trim_cut_off and not paper.length_hint
 
     # An explicit value wins over the profile, whichever order they come in (--set strings).
     mixed = load_settings(
@@ -286,6 +289,69 @@ async def test_question_sub_query_is_searched_and_reaches_the_final_step(
     else:
         assert Q not in queries and len(queries) == 2 and "question_searched" not in result.plan
         assert "Direct reply" not in user_text(final_request(engine))
+
+
+def cut_at(engine, words: int) -> None:
+    """Make ``engine`` honour a cap of ``words`` words on free-text replies, as a real one
+    honours ``max_tokens``: the reply is cut and reported as ``length``."""
+    generate = engine.generate
+
+    async def cutting(requests):
+        out = await generate(requests)
+        for req, res in zip(requests, out, strict=True):
+            if req.json_schema is None and len(res.text.split()) > words:
+                res.text, res.finish_reason = " ".join(res.text.split()[:words]), "length"
+        return out
+
+    engine.generate = cutting
+
+
+@pytest.mark.parametrize("trim", [False, True])
+async def test_trim_cut_off_ends_a_cut_answer_at_its_last_sentence(
+    make_rag, settings, trim
+) -> None:
+    set_method(settings, trim_cut_off=trim)
+    long = "Coffee helps focus [1]. Tea calms the mind [2]. Both are fine in small amounts."
+    rag, engine = make_rag(lambda req: "{}" if req.json_schema else long)
+    cut_at(engine, 10)
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.finish_reason == "length"
+    if trim:
+        assert result.answer == "Coffee helps focus [1]. Tea calms the mind [2]."
+        assert result.trimmed and result.citations == [1, 2]
+    else:
+        assert result.answer.endswith("Both") and not result.trimmed
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("The ore is uraninite [3]. It is mined in", "The ore is uraninite [3]."),
+        (
+            "1. Remove the wheel.\n2. Find the hole [2].\n3. Pat",
+            "1. Remove the wheel.\n2. Find the hole [2].",
+        ),
+        ('He said "stop." Then he', 'He said "stop."'),
+        ("Costs rose 3.5 percent in 1998. The", "Costs rose 3.5 percent in 1998."),
+        ("no sentence ends here", "no sentence ends here"),
+    ],
+)
+def test_trim_to_sentence(text: str, expected: str) -> None:
+    assert trim_to_sentence(text) == expected
+
+
+@pytest.mark.parametrize("hint", [False, True])
+async def test_length_hint_states_the_budget_in_the_final_prompt_only(
+    make_rag, settings, hint
+) -> None:
+    set_method(settings, length_hint=hint)
+    settings.sampling.max_tokens = 300
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
+    await rag.answer(Q, force_type=T.REASON)
+    line = length_guidance(300)
+    assert "under about 150 words" in line
+    assert (line in user_text(final_request(engine))) is hint
+    assert all(line not in user_text(r) for b in engine.batches[:-1] for r in b)
 
 
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:

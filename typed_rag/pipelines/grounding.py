@@ -22,6 +22,7 @@ from typed_rag.pipelines.prompting import (
     DIRECT_FIRST,
     STRICT_CITE_RULE,
     core_list_guidance,
+    length_guidance,
     rag_messages,
     with_guidance,
 )
@@ -56,6 +57,8 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
         lines.append(core_list_guidance(core) if core else CORE_DEFINITION)
     if opts.require_citations and ctx.result.passages:
         lines.append(STRICT_CITE_RULE)
+    if opts.length_hint:
+        lines.append(length_guidance(ctx.settings.sampling.max_tokens))
     return with_guidance(messages, lines)
 
 

@@ -75,6 +75,17 @@ DIRECT_FIRST = (
     "instructions apply to what follows that sentence."
 )
 
+
+def length_guidance(max_tokens: int) -> str:
+    """``method.length_hint``: the answer's budget in words (about half a word per token,
+    leaving room for citation numbers and layout), so it ends before the cap cuts it."""
+    words = max(30, max_tokens // 2)
+    return (
+        f"Keep the whole answer under about {words} words: longer text is cut off. Be brief "
+        "on each point so that the answer ends with its last point and a complete sentence."
+    )
+
+
 # Xie et al.'s M1: the generator works out the core sub-questions itself.
 CORE_DEFINITION = (
     "Before writing, work out the core sub-questions of the question: the points any "
