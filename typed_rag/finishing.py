@@ -29,11 +29,11 @@ def trim_to_sentence(answer: str) -> str:
 def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     """Check the answer's citations against the shown passages, then close the timings.
 
-    With ``method.trim_cut_off`` a typed-rag answer that the token cap cut off ends
-    at its last complete sentence. Invalid numbers are recorded; with ``method.strip_invalid_citations`` a
-    typed-rag answer also loses them, and with ``method.post_cite`` its uncited
-    sentences get the passage that shares their words and citations whose passage
-    shares too few are dropped (not a streamed answer: it is already sent).
+    Invalid numbers are recorded. Not for a streamed answer (it is already sent): with
+    ``method.trim_cut_off`` a typed-rag answer that the token cap cut off ends at its
+    last complete sentence, with ``method.strip_invalid_citations`` it loses invalid
+    numbers, and with ``method.post_cite`` its uncited sentences get the passage that
+    shares their words and citations whose passage shares too few are dropped.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
