@@ -4,9 +4,10 @@ Trimming is applied after generation, so the run's answers need not be generated
 this copies a method's answers (typed-rag by default) into a new run directory, each one
 the token cap cut off (``finish_reason == "length"``) ended at its last complete sentence
 by the function the pipeline runs, and copies the verdict of every answer left unchanged
-(the judge is deterministic: same answer, same references, same verdict). ``eval run`` with the run's
-command plus ``--set method.trim_cut_off=true`` and ``--out`` this directory then
-resumes every answer and judges only the trimmed ones; ``eval compare`` pairs the two.
+(the judge is deterministic: same answer, same references, same verdict). ``eval run``
+with the run's command plus ``--set method.trim_cut_off=true`` and ``--out`` this
+directory then resumes every answer and judges only the trimmed ones; ``eval compare``
+pairs the two.
 
     python -m benchmarks.trim_replay results/wiki-nfqa/reranked --out results/method/trim/reranked
 """
