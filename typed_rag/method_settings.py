@@ -50,6 +50,7 @@ class MethodOptions(BaseModel):
     length_hint: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
+    experience_rerank: Literal["keywords", "question", "both"] = "keywords"
     core_sub_questions: Literal["off", "definition", "listed"] = "off"
     require_citations: bool = False
     strip_invalid_citations: bool = False
@@ -102,6 +103,10 @@ class MethodSettings(BaseModel):
     trim_cut_off: bool | None = None
     # 4. EXPERIENCE retrieves with the question (current), the keywords (paper 3.3) or both.
     experience_retrieval: Literal["question", "keywords", "both"] | None = None
+    # ... and reranks that pool against the keywords (paper 3.3), the question, or the
+    # question followed by the keywords: a keyword string alone drops what the question
+    # asks about the entities ("Why I Write" + "English novelist" finds Jane Austen).
+    experience_rerank: Literal["keywords", "question", "both"] | None = None
     # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the
     #    generator is told to work out and cover them; no extra call) or "listed"
     #    (M2: one extra plan call lists them and the prompt names them).

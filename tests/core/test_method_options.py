@@ -75,6 +75,7 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     paper = settings.method.options()  # the test settings pin the paper's profile
     assert not paper.grounded_aggregation and not paper.answer_shapes
     assert paper.max_sub_queries == 5 and paper.experience_retrieval == "question"
+    assert paper.experience_rerank == "keywords"
     assert paper.sub_answers == "generate" and paper.cite_min_share == 0.3
 
     improved = load_settings(None, **{"method.profile": "improved"}).method.options()
@@ -385,6 +386,24 @@ async def test_experience_retrieves_with_question_keywords_or_both(
     assert reranker.queries == ["backpacking hostels"]
     assert result.passages[0].id == "p12"
     assert result.passages[0].query in queries
+
+
+@pytest.mark.parametrize(
+    "by,query",
+    [
+        ("keywords", "backpacking hostels"),
+        ("question", "What is it like to travel Europe cheaply?"),
+        ("both", "What is it like to travel Europe cheaply? backpacking hostels"),
+    ],
+)
+async def test_experience_reranks_against_keywords_question_or_both(
+    make_rag, settings, reranker, by, query
+) -> None:
+    set_method(settings, experience_rerank=by)
+    plan = json.dumps({"keywords": ["backpacking", "hostels"]})
+    rag, _ = make_rag(scripted_responder({"keyword_plan": plan}))
+    await rag.answer("What is it like to travel Europe cheaply?", top_k=2, force_type=T.EXPERIENCE)
+    assert reranker.queries == [query]
 
 
 # --- 5. core sub-questions -----------------------------------------------------------

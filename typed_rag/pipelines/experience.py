@@ -3,7 +3,9 @@
 The keywords say which experiences the asker wants; reranking a wider pool by
 them keeps passages that match that intent, then the plain RAG prompt answers.
 The pool is retrieved with the question (default), the keywords (the paper's
-Section 3.3) or both, merged round-robin (``method.experience_retrieval``).
+Section 3.3) or both, merged round-robin (``method.experience_retrieval``), and
+reranked against the keywords (the paper), the question or both
+(``method.experience_rerank``).
 """
 
 from __future__ import annotations
@@ -108,7 +110,13 @@ async def prepare(ctx: Context) -> Final:
             "-> answered without passages"
         )
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
-    ranked = await ctx.rerank(keywords, pool, ctx.top_k)
+    rerank_by = options(ctx).experience_rerank
+    rerank_query = {
+        "keywords": keywords,
+        "question": ctx.question,
+        "both": f"{ctx.question} {keywords}",
+    }[rerank_by]
+    ranked = await ctx.rerank(rerank_query, pool, ctx.top_k)
     cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
 
