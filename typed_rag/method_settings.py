@@ -106,6 +106,7 @@ class MethodSettings(BaseModel):
     # ... and reranks that pool against the keywords (paper 3.3), the question, or the
     # question followed by the keywords: a keyword string alone drops what the question
     # asks about the entities ("Why I Write" + "English novelist" finds Jane Austen).
+    # Measured on the development pool: no gain over the keywords (docs/method-options.md).
     experience_rerank: Literal["keywords", "question", "both"] | None = None
     # 5. Core sub-questions in the final prompt: "definition" (Xie et al. M1: the
     #    generator is told to work out and cover them; no extra call) or "listed"

@@ -96,7 +96,8 @@ async def prepare(ctx: Context) -> Final:
     ctx.set_plan(plan.to_trace())
 
     keywords = " ".join(plan.keywords)
-    by = options(ctx).experience_retrieval
+    opts = options(ctx)
+    by = opts.experience_retrieval
     queries = {
         "question": [ctx.question],
         "keywords": [keywords],
@@ -110,12 +111,11 @@ async def prepare(ctx: Context) -> Final:
             "-> answered without passages"
         )
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
-    rerank_by = options(ctx).experience_rerank
     rerank_query = {
         "keywords": keywords,
         "question": ctx.question,
         "both": f"{ctx.question} {keywords}",
-    }[rerank_by]
+    }[opts.experience_rerank]
     ranked = await ctx.rerank(rerank_query, pool, ctx.top_k)
     cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
