@@ -48,6 +48,7 @@ class MethodOptions(BaseModel):
     direct_first: Literal["off", "debate", "all"] = "off"
     question_sub_query: Literal["off", "debate", "all"] = "off"
     length_hint: bool = False
+    own_knowledge: Literal["off", "allow", "draft"] = "off"
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -98,6 +99,12 @@ class MethodSettings(BaseModel):
     # ``sampling.max_tokens``): a long shaped answer otherwise runs into the cap and loses
     # its ending, for a DEBATE answer its conclusion.
     length_hint: bool | None = None
+    # The closed-book LLM baseline scores above plain RAG on Wiki-NFQA: off-topic passages
+    # cost more than they give a small model. "allow": the final prompt says to ignore what
+    # is not about the question and to answer what the passages leave open from the model's
+    # own knowledge. "draft": that, plus one extra call writes a closed-book answer first
+    # (the LLM baseline's prompt), which the final prompt is given to correct and complete.
+    own_knowledge: Literal["off", "allow", "draft"] | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

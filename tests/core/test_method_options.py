@@ -23,8 +23,11 @@ from typed_rag.pipelines.prompting import (
     ANSWER_SYSTEM,
     CORE_DEFINITION,
     DIRECT_FIRST,
+    DRAFT_USE,
+    OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
     length_guidance,
+    llm_messages,
 )
 from typed_rag.types import QuestionType as T
 
@@ -353,6 +356,32 @@ async def test_length_hint_states_the_budget_in_the_final_prompt_only(
     assert "under about 150 words" in line
     assert (line in user_text(final_request(engine))) is hint
     assert all(line not in user_text(r) for b in engine.batches[:-1] for r in b)
+
+
+@pytest.mark.parametrize("mode", ["off", "allow", "draft"])
+async def test_own_knowledge_allows_or_drafts_a_closed_book_answer_first(
+    make_rag, settings, mode
+) -> None:
+    set_method(settings, own_knowledge=mode)
+    closed_book = llm_messages(Q)[-1]["content"]
+
+    def answer(req: ChatRequest) -> str:
+        return "Chlorophyll fades in the cold." if user_text(req) == closed_book else "Final [1]."
+
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}, answer))
+    result = await rag.answer(Q, force_type=T.REASON)
+    final = user_text(final_request(engine))
+    drafted = [r for b in engine.batches for r in b if user_text(r) == closed_book]
+    assert len(drafted) == (1 if mode == "draft" else 0)
+    assert (OWN_KNOWLEDGE in final) is (mode != "off")
+    assert (DRAFT_USE in final) is (mode == "draft")
+    if mode == "draft":
+        # the draft sits before the guidance, which sits before the closing heading
+        assert final.index("Chlorophyll fades") < final.index(GUIDE) < final.rindex("### ")
+        assert result.plan["draft"] == "Chlorophyll fades in the cold."
+        assert [c.step for c in result.calls].count("draft") == 1
+    else:
+        assert "draft" not in result.plan and "Chlorophyll" not in final
 
 
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:

@@ -20,11 +20,15 @@ from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     CORE_DEFINITION,
     DIRECT_FIRST,
+    DRAFT_USE,
+    OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
     core_list_guidance,
     length_guidance,
+    llm_messages,
     rag_messages,
     with_guidance,
+    with_section,
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
@@ -59,7 +63,23 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
         lines.append(STRICT_CITE_RULE)
     if opts.length_hint:
         lines.append(length_guidance(ctx.settings.sampling.max_tokens))
+    if opts.own_knowledge == "draft":
+        draft = await closed_book_draft(ctx)
+        if draft:
+            messages = with_section(messages, "Draft answer from memory", draft)
+            lines.append(DRAFT_USE)
+    if opts.own_knowledge != "off":
+        lines.append(OWN_KNOWLEDGE)
     return with_guidance(messages, lines)
+
+
+async def closed_book_draft(ctx: Context) -> str:
+    """``method.own_knowledge = "draft"``: the LLM baseline's answer (same prompt and seed),
+    one more engine round before the final one; the plan trace keeps it as ``draft``."""
+    (res,) = await ctx.generate("draft", [ctx.request(llm_messages(ctx.question))], "generate")
+    draft = res.text.strip()
+    ctx.result.plan["draft"] = draft
+    return draft
 
 
 def anchor_queries(ctx: Context, queries: list[str]) -> list[str]:

@@ -76,6 +76,20 @@ DIRECT_FIRST = (
 )
 
 
+# ``method.own_knowledge``: passages that miss the question need not steer the answer.
+OWN_KNOWLEDGE = (
+    "The material above may miss parts of the question or be about something else: ignore "
+    "whatever is not about the question, and answer the parts it leaves open from your own "
+    "knowledge."
+)
+# ... and with a closed-book draft shown to the final prompt.
+DRAFT_USE = (
+    "The draft above was written from memory without the references: keep what the "
+    "references support or do not contradict, correct what they contradict, and add what "
+    "they contribute."
+)
+
+
 def length_guidance(max_tokens: int) -> str:
     """``method.length_hint``: the answer's budget in words (about half a word per token,
     leaving room for citation numbers and layout), so it ends before the cap cuts it."""
@@ -106,15 +120,22 @@ def core_list_guidance(sub_questions: Sequence[str]) -> str:
     return f"Make sure the answer addresses each of these core sub-questions:\n{listed}"
 
 
-def with_guidance(messages: Messages, lines: Sequence[str]) -> Messages:
-    """``messages`` with a "How to write the answer" section before the closing heading."""
-    if not lines:
-        return messages
+def with_section(messages: Messages, heading: str, body: str) -> Messages:
+    """``messages`` with a ``### heading`` section before the closing heading."""
     out = [dict(m) for m in messages]
     content = out[-1]["content"]
     cut = content.rfind("### ")
-    note = "### How to write the answer\n" + "\n".join(f"- {line}" for line in lines) + "\n\n"
+    note = f"### {heading}\n{body}\n\n"
     out[-1]["content"] = (
         content[:cut] + note + content[cut:] if cut >= 0 else content + "\n\n" + note
     )
     return out
+
+
+def with_guidance(messages: Messages, lines: Sequence[str]) -> Messages:
+    """``messages`` with a "How to write the answer" section before the closing heading."""
+    if not lines:
+        return messages
+    return with_section(
+        messages, "How to write the answer", "\n".join(f"- {line}" for line in lines)
+    )
