@@ -25,7 +25,7 @@ from typed_rag.errors import UserError
 from typed_rag.method_settings import METHOD_PROFILES as METHOD_PROFILES
 from typed_rag.method_settings import MethodOptions as MethodOptions
 from typed_rag.method_settings import MethodSettings
-from typed_rag.types import QuestionType
+from typed_rag.types import parse_type_list
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = Path.home() / ".cache" / "typed-rag"
@@ -292,12 +292,7 @@ class AugmentSettings(BaseModel):
     @field_validator("types", mode="before")
     @classmethod
     def _known_types(cls, value: Any) -> Any:
-        """Accept "A,B" (from --set) and any label spelling; a ValueError names a bad one."""
-        if isinstance(value, str):
-            value = [v for v in value.split(",") if v.strip()]
-        if isinstance(value, list):
-            return [QuestionType.parse(v).value if isinstance(v, str) else v for v in value]
-        return value
+        return parse_type_list(value)
 
 
 class EvalSettings(BaseModel):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from typed_rag.types import PLAIN_RAG_TYPES, QuestionType, parse_type_list
 
 # What ``method.profile = "improved"`` turns on (issue 15); every field can still be
 # set on its own, and an explicit value wins over the profile's.
@@ -38,6 +40,10 @@ METHOD_PROFILES["fast"] = {
 }
 
 
+# The types a typed pipeline of its own answers.
+TYPED_TYPES: tuple[str, ...] = tuple(t.value for t in QuestionType if t not in PLAIN_RAG_TYPES)
+
+
 class MethodOptions(BaseModel):
     """The method options in force, after the profile is applied (see MethodSettings)."""
 
@@ -49,6 +55,7 @@ class MethodOptions(BaseModel):
     question_sub_query: Literal["off", "debate", "all"] = "off"
     length_hint: bool = False
     own_knowledge: Literal["off", "allow", "draft"] = "off"
+    own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -105,6 +112,8 @@ class MethodSettings(BaseModel):
     # own knowledge. "draft": that, plus one extra call writes a closed-book answer first
     # (the LLM baseline's prompt), which the final prompt is given to correct and complete.
     own_knowledge: Literal["off", "allow", "draft"] | None = None
+    # ... for the questions of these types only (default: every typed pipeline's).
+    own_knowledge_types: list[str] | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None
@@ -142,6 +151,11 @@ class MethodSettings(BaseModel):
     #    passages that best match it, with their [n] (no engine call; see
     #    typed_rag.subanswers.extract_evidence).
     sub_answers: Literal["generate", "extract"] | None = None
+
+    @field_validator("own_knowledge_types", mode="before")
+    @classmethod
+    def _known_types(cls, value: object) -> object:
+        return parse_type_list(value)
 
     def options(self) -> MethodOptions:
         """Explicit values, else the profile's, else the paper's defaults."""

@@ -31,6 +31,16 @@ class QuestionType(StrEnum):
             raise ValueError(f"unknown question type {value!r}; expected one of: {names}") from None
 
 
+def parse_type_list(value: object) -> object:
+    """A settings list of types: "A,B" (from --set) or a list, in any label spelling, as the
+    canonical labels; a ValueError names a bad one. Anything else is left to validation."""
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if isinstance(value, list):
+        return [QuestionType.parse(v).value if isinstance(v, str) else v for v in value]
+    return value
+
+
 # Index i is the nf-cats class id i.
 LABELS: tuple[QuestionType, ...] = tuple(QuestionType)
 

@@ -358,11 +358,25 @@ async def test_length_hint_states_the_budget_in_the_final_prompt_only(
     assert all(line not in user_text(r) for b in engine.batches[:-1] for r in b)
 
 
-@pytest.mark.parametrize("mode", ["off", "allow", "draft"])
+@pytest.mark.parametrize(
+    "setting,mode",
+    [
+        ("off", "off"),
+        ("allow", "allow"),
+        ("draft", "draft"),
+        ("draft:reason", "draft"),
+        ("draft:debate,comparison", "off"),
+    ],
+)
 async def test_own_knowledge_allows_or_drafts_a_closed_book_answer_first(
-    make_rag, settings, mode
+    make_rag, settings, setting, mode
 ) -> None:
-    set_method(settings, own_knowledge=mode)
+    own, _, types = setting.partition(":")
+    set_method(settings, own_knowledge=own)
+    if types:
+        settings.method = settings.method.model_validate(
+            {**settings.method.model_dump(), "own_knowledge_types": types}
+        )
     closed_book = llm_messages(Q)[-1]["content"]
 
     def answer(req: ChatRequest) -> str:

@@ -63,12 +63,13 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
         lines.append(STRICT_CITE_RULE)
     if opts.length_hint:
         lines.append(length_guidance(ctx.settings.sampling.max_tokens))
-    if opts.own_knowledge == "draft":
+    own = opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
+    if own == "draft":
         draft = await closed_book_draft(ctx)
         if draft:
             messages = with_section(messages, "Draft answer from memory", draft)
             lines.append(DRAFT_USE)
-    if opts.own_knowledge != "off":
+    if own != "off":
         lines.append(OWN_KNOWLEDGE)
     return with_guidance(messages, lines)
 
