@@ -22,7 +22,7 @@ from eval.linkage import max_rank
 from eval.linkage_prob import expected_percentile_rank, expected_reciprocal_rank
 from eval.metrics import estimate, paired_difference, percentile_rank, reciprocal_rank
 from typed_rag.citations import check_citations
-from typed_rag.types import PLAIN_RAG_TYPES, QuestionType
+from typed_rag.types import TYPED_TYPES
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("typed-rag", "rag"),
@@ -35,8 +35,6 @@ PAIRS: tuple[tuple[str, str], ...] = (
 )
 TYPED = "typed"
 ALL = "all"
-# Types answered by a pipeline of their own (not plain RAG).
-TYPED_TYPES: frozenset[str] = frozenset(t.value for t in QuestionType if t not in PLAIN_RAG_TYPES)
 
 
 def row_scores(row: Mapping[str, Any], unparsed: str = "exclude") -> tuple[float, float] | None:

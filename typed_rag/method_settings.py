@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from typed_rag.types import PLAIN_RAG_TYPES, QuestionType, parse_type_list
+from typed_rag.types import TYPED_TYPES, parse_type_list
 
 # What ``method.profile = "improved"`` turns on (issue 15); every field can still be
 # set on its own, and an explicit value wins over the profile's.
@@ -38,10 +38,6 @@ METHOD_PROFILES["fast"] = {
     "sub_answers": "extract",
     "grounded_aggregation": False,
 }
-
-
-# The types a typed pipeline of its own answers.
-TYPED_TYPES: tuple[str, ...] = tuple(t.value for t in QuestionType if t not in PLAIN_RAG_TYPES)
 
 
 class MethodOptions(BaseModel):

@@ -48,3 +48,6 @@ LABELS: tuple[QuestionType, ...] = tuple(QuestionType)
 PLAIN_RAG_TYPES = frozenset(
     {QuestionType.NOT_A_QUESTION, QuestionType.FACTOID, QuestionType.EVIDENCE_BASED}
 )
+
+# The types answered by a typed pipeline of their own (the evaluation's "typed subset").
+TYPED_TYPES: tuple[str, ...] = tuple(t.value for t in QuestionType if t not in PLAIN_RAG_TYPES)
