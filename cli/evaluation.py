@@ -38,6 +38,7 @@ from eval.methods import parse_methods
 from eval.report import write_report
 from eval.runner import RUN_LABELS, EvalRunner
 from eval.selection import select_questions
+from eval.splice import splice
 from eval.wikinfqa import parse_subsets
 from typed_rag import engines, system
 from typed_rag.config import Settings
@@ -139,6 +140,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("b", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/run:rag")
     p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
     p.set_defaults(func=cmd_compare)
+
+    p = eval_sub.add_parser(
+        "splice",
+        help="move a run to today's type-scoped method options (e.g. method.own_knowledge), "
+        "taking the affected answers from a run made with them",
+    )
+    p.add_argument("run_dir", type=Path, help="the run to move, e.g. results/wiki-nfqa/reranked")
+    p.add_argument("--from", dest="source", type=Path, required=True, help="a run made with them")
+    p.add_argument("--method", default="typed-rag", help="the method whose answers move")
+    p.set_defaults(func=cmd_splice)
 
     eval_constraints.register(eval_sub)
     eval_papers.register(eval_sub)
@@ -327,6 +338,16 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     files = write_report(args.run_dir, settings, args.out)
     print(files.markdown.read_text(encoding="utf-8"))
     print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
+    return 0
+
+
+def cmd_splice(args: argparse.Namespace, settings: Settings) -> int:
+    record = splice(args.run_dir, args.source, args.method, settings)
+    print(
+        f"{args.run_dir}: {args.method} answers of {', '.join(record['types'])}: "
+        f"{record['answers_taken']} taken from {args.source} ({record['scores_taken']} judged), "
+        f"{record['answers_removed']} removed for the next `eval run`"
+    )
     return 0
 
 

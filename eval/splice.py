@@ -1,0 +1,161 @@
+"""Move a run to a new default of a type-scoped method option (``typed-rag eval splice``).
+
+Some method options apply to the questions of listed types only (``method.own_knowledge``
+with ``method.own_knowledge_types``). When such an option becomes the default, the
+answers of the other types do not change, so the headline run need not be re-answered:
+the method's answers of the affected types are taken from a run made with the option
+(same questions, generator, retrieval and judge), those it lacks are removed so that the
+next ``eval run`` answers them, and the run's fingerprint moves to the new options so it
+keeps growing under them. ``run.json`` records every splice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from eval.manifest import MANIFEST, _diff, filled, git_commit, read_manifest
+from eval.runner import ANSWERS, SCORES
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.method_settings import MethodOptions
+from typed_rag.store import read_jsonl
+
+# A method option -> the option listing the question types it applies to.
+TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
+
+
+def _options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A run's method options (absent from the fingerprint: the paper's)."""
+    paper = MethodOptions().model_dump(mode="json")
+    return filled(manifest.get("fingerprint", {}).get("method"), paper)
+
+
+def _active(options: dict[str, Any], option: str) -> set[str]:
+    """The types an option acts on: none while it stands at the paper's (inactive) value."""
+    if options[option] == MethodOptions().model_dump(mode="json")[option]:
+        return set()
+    return set(options[TYPE_SCOPED[option]])
+
+
+def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
+    """The question types whose answers differ between two sets of method options.
+
+    Raises when an option that applies to every type differs: then no answer carries over.
+    """
+    scopes = set(TYPE_SCOPED.values())
+    unscoped = [k for k in new if k not in TYPE_SCOPED and k not in scopes and old[k] != new[k]]
+    if unscoped:
+        raise UserError(
+            "eval splice carries over only options that apply to listed types "
+            f"({', '.join(TYPE_SCOPED)}); these differ for every type: {', '.join(unscoped)}"
+        )
+    types: set[str] = set()
+    for option, scope in TYPE_SCOPED.items():
+        if (old[option], old[scope]) != (new[option], new[scope]):
+            types |= _active(old, option) | _active(new, option)
+    return types
+
+
+def _same_apart_from_method(
+    source: dict[str, Any], run: dict[str, Any], source_dir: Path, run_dir: Path
+) -> None:
+    """Generator, retrieval, judge and references must match for answers to carry over."""
+    mine, theirs = (
+        {k: v for k, v in m.get("fingerprint", {}).items() if k != "method"} for m in (source, run)
+    )
+    diffs = _diff(filled(mine, theirs), filled(theirs, mine))
+    if diffs:
+        raise UserError(
+            f"{source_dir} and {run_dir} differ in more than method options: " + "; ".join(diffs)
+        )
+
+
+def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], name: Path) -> None:
+    """The source run must answer the affected types exactly as the new options do."""
+    others = [
+        k
+        for k in new
+        if k not in TYPE_SCOPED and k not in TYPE_SCOPED.values() and source[k] != new[k]
+    ]
+    if others:
+        raise UserError(f"{name} was answered with other method options: {', '.join(others)}")
+    for option in TYPE_SCOPED:
+        on_source, on_new = _active(source, option), _active(new, option)
+        differ = sorted(
+            t
+            for t in types
+            if (t in on_source) != (t in on_new) or (t in on_new and source[option] != new[option])
+        )
+        if differ:
+            raise UserError(
+                f"{name} answered {', '.join(differ)} with {option}={source[option]!r} "
+                f"for {sorted(on_source) or 'no type'}; the settings given have "
+                f"{new[option]!r} for {sorted(on_new) or 'no type'}"
+            )
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    tmp.replace(path)
+
+
+def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> dict[str, Any]:
+    """Give ``run_dir`` the method options of ``settings``, carrying over what still holds.
+
+    Returns the splice record written to ``run.json`` (types, rows taken, rows removed).
+    """
+    run_m, source_m = read_manifest(run_dir), read_manifest(source_dir)
+    for name, manifest in ((run_dir, run_m), (source_dir, source_m)):
+        if method not in manifest.get("methods", []):
+            raise UserError(f"{name} has no answers of method {method!r}")
+    _same_apart_from_method(source_m, run_m, source_dir, run_dir)
+    new = settings.method.options().model_dump(mode="json")
+    old = _options(run_m)
+    types = affected_types(old, new)
+    if not types:
+        raise UserError(f"{run_dir} already answers every type as the settings given do")
+    _answers_like(_options(source_m), new, types, source_dir)
+
+    def replaced(name: str) -> tuple[list[dict[str, Any]], int, int]:
+        source = {
+            r["question_id"]: r
+            for r in read_jsonl(source_dir / name)
+            if r.get("method") == method and r.get("type") in types
+        }
+        kept, taken, removed = [], 0, 0
+        for row in read_jsonl(run_dir / name):
+            if row.get("method") != method or row.get("type") not in types:
+                kept.append(row)
+            elif row["question_id"] in source:
+                kept.append(source[row["question_id"]])
+                taken += 1
+            else:
+                removed += 1
+        return kept, taken, removed
+
+    answers, taken, removed = replaced(ANSWERS)
+    scores, scored, _ = replaced(SCORES)
+    record = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "from": str(source_dir),
+        "method": method,
+        "types": sorted(types),
+        "answers_taken": taken,
+        "answers_removed": removed,
+        "scores_taken": scored,
+        "method_options_before": old,
+        "git": git_commit(),
+    }
+    _write_jsonl(run_dir / ANSWERS, answers)
+    _write_jsonl(run_dir / SCORES, scores)
+    run_m["fingerprint"] = {**run_m.get("fingerprint", {}), "method": new}
+    run_m.setdefault("splices", []).append(record)
+    path = run_dir / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(run_m, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return record

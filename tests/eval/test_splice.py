@@ -1,0 +1,120 @@
+"""``eval splice``: a run moves to a new type-scoped method option without re-answering the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.main import main
+from eval.splice import affected_types
+from typed_rag.config import Settings
+from typed_rag.types import TYPED_TYPES
+
+FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
+DEFAULT = Settings().method.options().model_dump(mode="json")
+DRAFT_ALL = {**DEFAULT, "own_knowledge": "draft"}
+DRAFT_REASON = ["--set", "method.own_knowledge=draft", "--set", "method.own_knowledge_types=REASON"]
+
+
+def _row(method: str, qid: str, qtype: str, **extra: Any) -> dict[str, Any]:
+    return {"method": method, "question_id": qid, "subset": "nq", "type": qtype, **extra}
+
+
+def _run(
+    folder: Path, method: dict[str, Any], answers: list[dict], scores: list[dict], **fp
+) -> Path:
+    folder.mkdir(parents=True)
+    manifest = {"methods": ["rag", "typed-rag"], "fingerprint": {**FP, **fp, "method": method}}
+    (folder / "run.json").write_text(json.dumps(manifest))
+    for name, rows in (("answers.jsonl", answers), ("scores.jsonl", scores)):
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_splice_takes_the_affected_types_and_removes_what_the_source_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = [
+        _row("typed-rag", q, t, answer="old")
+        for q, t in (("q1", "REASON"), ("q2", "REASON"), ("q3", "DEBATE"), ("q4", "REASON"))
+    ]
+    old.append(_row("rag", "q1", "REASON", answer="rag"))
+    run = _run(tmp_path / "run", DEFAULT, old, [{**r, "rank": 3} for r in old])
+    new = [_row("typed-rag", q, t, answer="draft") for q, t in (("q1", "REASON"), ("q2", "REASON"),
+                                                                ("q3", "DEBATE"))]  # fmt: skip
+    source = _run(tmp_path / "src", DRAFT_ALL, new, [{**new[0], "rank": 1}, {**new[2], "rank": 1}])
+
+    assert main([*DRAFT_REASON, "eval", "splice", str(run), "--from", str(source)]) == 0
+    assert "REASON: 2 taken" in capsys.readouterr().out
+    answers = {(r["method"], r["question_id"]): r["answer"] for r in _read(run / "answers.jsonl")}
+    # REASON answers come from the source, DEBATE (not affected) and RAG stay, q4 waits.
+    assert answers == {("typed-rag", "q1"): "draft", ("typed-rag", "q2"): "draft",
+                       ("typed-rag", "q3"): "old", ("rag", "q1"): "rag"}  # fmt: skip
+    scores = {(r["method"], r["question_id"]): r["rank"] for r in _read(run / "scores.jsonl")}
+    # q2's new answer was not judged in the source, so it is judged again.
+    assert scores == {("typed-rag", "q1"): 1, ("typed-rag", "q3"): 3, ("rag", "q1"): 3}
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["fingerprint"]["method"]["own_knowledge"] == "draft"
+    assert manifest["fingerprint"]["method"]["own_knowledge_types"] == ["REASON"]
+    record = manifest["splices"][0]
+    assert (record["types"], record["answers_taken"], record["answers_removed"]) == (
+        ["REASON"],
+        2,
+        1,
+    )
+    assert record["method_options_before"]["own_knowledge"] == "off"
+    # Done once; a second splice has nothing to move.
+    assert main([*DRAFT_REASON, "eval", "splice", str(run), "--from", str(source)]) == 2
+    assert "already answers every type" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source_fp", "source_method", "args", "message"),
+    # args: the settings, then (after "eval splice RUN --from SRC") any command options
+    [
+        (
+            {"judge": {"protocol": "pairwise"}},
+            DRAFT_ALL,
+            DRAFT_REASON,
+            "more than method options: judge",
+        ),
+        ({}, {**DEFAULT, "own_knowledge": "allow"}, DRAFT_REASON, "own_knowledge='allow'"),
+        ({}, {**DRAFT_ALL, "own_knowledge_types": ["DEBATE"]}, DRAFT_REASON, "answered REASON"),
+        ({}, DRAFT_ALL, [*DRAFT_REASON, "--set", "method.max_sub_queries=4"], "max_sub_queries"),
+        ({}, DRAFT_ALL, [*DRAFT_REASON, "|", "--method", "llm"], "no answers of method 'llm'"),
+    ],
+)
+def test_splice_refuses_what_would_mix_answers(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    source_fp: dict,
+    source_method: dict,
+    args: list[str],
+    message: str,
+) -> None:
+    row = _row("typed-rag", "q1", "REASON", answer="a")
+    run = _run(tmp_path / "run", DEFAULT, [row], [])
+    source = _run(tmp_path / "src", source_method, [row], [], **source_fp)
+    settings, _, extra = " ".join(args).partition(" | ")
+    assert (
+        main([*settings.split(), "eval", "splice", str(run), "--from", str(source), *extra.split()])
+        == 2
+    )
+    assert message in capsys.readouterr().err
+    assert json.loads((run / "run.json").read_text())["fingerprint"]["method"] == DEFAULT
+
+
+def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
+    reason = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON"]}
+    assert affected_types(DEFAULT, reason) == {"REASON"}
+    assert affected_types(DRAFT_ALL, reason) == set(TYPED_TYPES)
+    assert affected_types(reason, reason) == set()
+    # Off with a different type list answers exactly like off.
+    assert affected_types(DEFAULT, {**DEFAULT, "own_knowledge_types": ["REASON"]}) == set()
