@@ -32,11 +32,15 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
     },
 }
 # "fast" (issue 14; the default): the improved set with extracted sub-answers, so a
-# decomposed question costs two generations (plan, final answer) like the keyword pipelines.
+# decomposed question costs two generations (plan, final answer) like the keyword pipelines,
+# and a closed-book draft for REASON questions, one short round more (measured on 129 + 55
+# REASON questions, docs/method-options.md).
 METHOD_PROFILES["fast"] = {
     **METHOD_PROFILES["improved"],
     "sub_answers": "extract",
     "grounded_aggregation": False,
+    "own_knowledge": "draft",
+    "own_knowledge_types": ["REASON"],
 }
 
 

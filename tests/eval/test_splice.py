@@ -14,7 +14,12 @@ from typed_rag.config import Settings
 from typed_rag.types import TYPED_TYPES
 
 FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
-DEFAULT = Settings().method.options().model_dump(mode="json")
+# The method options of a run made before the draft (whatever today's default is).
+DEFAULT = {
+    **Settings().method.options().model_dump(mode="json"),
+    "own_knowledge": "off",
+    "own_knowledge_types": list(TYPED_TYPES),
+}
 DRAFT_ALL = {**DEFAULT, "own_knowledge": "draft"}
 DRAFT_REASON = ["--set", "method.own_knowledge=draft", "--set", "method.own_knowledge_types=REASON"]
 
