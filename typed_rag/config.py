@@ -183,6 +183,9 @@ class SamplingSettings(BaseModel):
     # the default until the paired evaluation shows a smaller budget costs no quality.
     sub_answer_max_tokens: int = Field(default=512, ge=1)
     perspective_max_tokens: int = Field(default=512, ge=1)
+    # The closed-book draft (``method.own_knowledge=draft``) is read by the final prompt, not
+    # by the user: 256 tokens is the budget it was measured with (capped at max_tokens).
+    draft_max_tokens: int = Field(default=256, ge=1)
     plan_retries: int = 2
 
 

@@ -394,6 +394,9 @@ async def test_own_knowledge_allows_or_drafts_a_closed_book_answer_first(
         assert final.index("Chlorophyll fades") < final.index(GUIDE) < final.rindex("### ")
         assert result.plan["draft"] == "Chlorophyll fades in the cold."
         assert [c.step for c in result.calls].count("draft") == 1
+        # the draft has its own budget (the user reads the final answer, not the draft)
+        s = settings.sampling
+        assert drafted[0].max_tokens == min(s.draft_max_tokens, s.max_tokens) < s.max_tokens
     else:
         assert "draft" not in result.plan and "Chlorophyll" not in final
 

@@ -115,7 +115,7 @@ class Context:
         """A chat request with the configured sampling and this question's seed.
 
         Intermediate steps get their own token budget: plans ``plan_max_tokens``,
-        ``step="sub-answer"`` / ``"perspective"`` their budgets (never more than
+        ``step="sub-answer"`` / ``"perspective"`` / ``"draft"`` their budgets (never more than
         ``max_tokens``), so the final answer keeps ``max_tokens``.
         """
         s = self.sampling or self.settings.sampling
@@ -125,6 +125,8 @@ class Context:
             max_tokens = min(s.sub_answer_max_tokens, s.max_tokens)
         elif step == "perspective":
             max_tokens = min(s.perspective_max_tokens, s.max_tokens)
+        elif step == "draft":
+            max_tokens = min(s.draft_max_tokens, s.max_tokens)
         else:
             max_tokens = s.max_tokens
         return ChatRequest(

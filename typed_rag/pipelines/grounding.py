@@ -77,7 +77,9 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
 async def closed_book_draft(ctx: Context) -> str:
     """``method.own_knowledge = "draft"``: the LLM baseline's answer (same prompt and seed),
     one more engine round before the final one; the plan trace keeps it as ``draft``."""
-    (res,) = await ctx.generate("draft", [ctx.request(llm_messages(ctx.question))], "generate")
+    (res,) = await ctx.generate(
+        "draft", [ctx.request(llm_messages(ctx.question), step="draft")], "generate"
+    )
     draft = res.text.strip()
     ctx.result.plan["draft"] = draft
     return draft
