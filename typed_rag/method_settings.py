@@ -54,7 +54,7 @@ class MethodOptions(BaseModel):
     direct_first: Literal["off", "debate", "all"] = "off"
     question_sub_query: Literal["off", "debate", "all"] = "off"
     length_hint: bool = False
-    own_knowledge: Literal["off", "allow", "draft"] = "off"
+    own_knowledge: Literal["off", "allow", "draft", "draft-cite"] = "off"
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
@@ -111,7 +111,9 @@ class MethodSettings(BaseModel):
     # is not about the question and to answer what the passages leave open from the model's
     # own knowledge. "draft": that, plus one extra call writes a closed-book answer first
     # (the LLM baseline's prompt), which the final prompt is given to correct and complete.
-    own_knowledge: Literal["off", "allow", "draft"] | None = None
+    # "draft-cite": the same draft, but the final prompt is told to state what the references
+    # confirm in their words with their [n] (a draft's memory content cites nothing).
+    own_knowledge: Literal["off", "allow", "draft", "draft-cite"] | None = None
     # ... for the questions of these types only (default: every typed pipeline's).
     own_knowledge_types: list[str] | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete

@@ -23,6 +23,7 @@ from typed_rag.pipelines.prompting import (
     ANSWER_SYSTEM,
     CORE_DEFINITION,
     DIRECT_FIRST,
+    DRAFT_CITE,
     DRAFT_USE,
     OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
@@ -365,6 +366,7 @@ async def test_length_hint_states_the_budget_in_the_final_prompt_only(
         ("allow", "allow"),
         ("draft", "draft"),
         ("draft:reason", "draft"),
+        ("draft-cite", "draft-cite"),
         ("draft:debate,comparison", "off"),
     ],
 )
@@ -386,10 +388,12 @@ async def test_own_knowledge_allows_or_drafts_a_closed_book_answer_first(
     result = await rag.answer(Q, force_type=T.REASON)
     final = user_text(final_request(engine))
     drafted = [r for b in engine.batches for r in b if user_text(r) == closed_book]
-    assert len(drafted) == (1 if mode == "draft" else 0)
+    drafting = mode in ("draft", "draft-cite")
+    assert len(drafted) == (1 if drafting else 0)
     assert (OWN_KNOWLEDGE in final) is (mode != "off")
     assert (DRAFT_USE in final) is (mode == "draft")
-    if mode == "draft":
+    assert (DRAFT_CITE in final) is (mode == "draft-cite")
+    if drafting:
         # the draft sits before the guidance, which sits before the closing heading
         assert final.index("Chlorophyll fades") < final.index(GUIDE) < final.rindex("### ")
         assert result.plan["draft"] == "Chlorophyll fades in the cold."

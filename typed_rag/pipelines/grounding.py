@@ -20,6 +20,7 @@ from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     CORE_DEFINITION,
     DIRECT_FIRST,
+    DRAFT_CITE,
     DRAFT_USE,
     OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
@@ -64,11 +65,11 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
     if opts.length_hint:
         lines.append(length_guidance(ctx.settings.sampling.max_tokens))
     own = opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
-    if own == "draft":
+    if own in ("draft", "draft-cite"):
         draft = await closed_book_draft(ctx)
         if draft:
             messages = with_section(messages, "Draft answer from memory", draft)
-            lines.append(DRAFT_USE)
+            lines.append(DRAFT_USE if own == "draft" else DRAFT_CITE)
     if own != "off":
         lines.append(OWN_KNOWLEDGE)
     return with_guidance(messages, lines)

@@ -88,6 +88,12 @@ DRAFT_USE = (
     "references support or do not contradict, correct what they contradict, and add what "
     "they contribute."
 )
+# ... "draft-cite": the references' wording wins where they agree, so the sentences cite.
+DRAFT_CITE = (
+    "The draft above was written from memory without the references. Where a reference says "
+    "the same thing, state it in the reference's words and cite it; correct what the "
+    "references contradict; keep the rest of the draft only where no reference contradicts it."
+)
 
 
 def length_guidance(max_tokens: int) -> str:
