@@ -156,12 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="verdict cache and sweep.json")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--first", type=int, help="only the run's first N typed-rag answers")
+    ap.add_argument("--types", help="only answers of these question types (comma list)")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE settings override")
     args = ap.parse_args(argv)
     settings = load_settings(None, **parse_overrides(args.set))
     shares = sorted(float(s) for s in args.shares.split(","))
     rows = [r for r in JsonlStore(args.run_dir / ANSWERS, readonly=True) if r["method"] == METHOD]
     rows = rows[: args.first] if args.first else rows
+    if args.types:
+        rows = [
+            r for r in rows if r.get("type") in {t.strip().upper() for t in args.types.split(",")}
+        ]
     report = sweep(rows, shares, settings, args.out, args.batch_size)
     report["run_dir"] = str(args.run_dir)
     print("\n" + render(report))
