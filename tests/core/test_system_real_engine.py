@@ -70,10 +70,14 @@ async def test_every_type_end_to_end(real_rag: TypedRAG, qtype: T) -> None:
     if qtype is not T.EVIDENCE_BASED:
         assert planned or fell_back, result.plan
     if qtype in (T.REASON, T.INSTRUCTION, T.DEBATE) and planned:
-        # plan, final answer; the paper's profile adds a round of generated sub-answers
-        generated = real_rag.settings.method.options().sub_answers == "generate"
+        # plan, final answer; the paper's profile adds a round of generated sub-answers,
+        # the fast profile a closed-book draft for REASON
+        opts = real_rag.settings.method.options()
+        generated = opts.sub_answers == "generate"
+        drafted = opts.own_knowledge.startswith("draft") and qtype.value in opts.own_knowledge_types
         failed_plans = sum(1 for c in result.calls if c.step == "plan" and not c.ok)
-        assert result.rounds == 2 + generated + failed_plans
+        assert result.rounds == 2 + generated + drafted + failed_plans
+        assert [c.step for c in result.calls].count("draft") == drafted
         assert result.sub_answers
     assert all(c.completion_tokens > 0 for c in result.calls if c.ok)
     assert result.timings["total"] > 0
