@@ -199,10 +199,16 @@ def write_manifest(
             "invocations": [invocation],
         }
     manifest["question_ids"] = sorted(set(manifest.get("question_ids", [])) | set(question_ids))
+    save_manifest(run_dir, manifest)
+    return manifest
+
+
+def save_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write ``run.json`` beside itself and rename, so an interrupted write leaves the old one."""
+    path = Path(run_dir) / MANIFEST
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     tmp.replace(path)
-    return manifest
 
 
 # Fingerprint entries that only concern the judge (see write_manifest).

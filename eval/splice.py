@@ -6,38 +6,44 @@ answers of the other types do not change, so the headline run need not be re-ans
 the method's answers of the affected types are taken from a run made with the option
 (same questions, generator, retrieval and judge), those it lacks are removed so that the
 next ``eval run`` answers them, and the run's fingerprint moves to the new options so it
-keeps growing under them. ``run.json`` records every splice.
+keeps growing under them. ``run.json`` records every splice, and the rows it replaced or
+removed are kept under ``spliced/<n>/``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-from eval.manifest import MANIFEST, _diff, filled, git_commit, read_manifest
+from eval.manifest import _diff, filled, git_commit, read_manifest, save_manifest
 from eval.runner import ANSWERS, SCORES
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
-from typed_rag.store import read_jsonl
+from typed_rag.store import read_jsonl, rewrite_jsonl
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
+PAPER = MethodOptions().model_dump(mode="json")
+# The folder of a run where each splice keeps the rows it replaced or removed.
+SPLICED = "spliced"
 
 
 def _options(manifest: dict[str, Any]) -> dict[str, Any]:
     """A run's method options (absent from the fingerprint: the paper's)."""
-    paper = MethodOptions().model_dump(mode="json")
-    return filled(manifest.get("fingerprint", {}).get("method"), paper)
+    return filled(manifest.get("fingerprint", {}).get("method"), PAPER)
 
 
 def _active(options: dict[str, Any], option: str) -> set[str]:
     """The types an option acts on: none while it stands at the paper's (inactive) value."""
-    if options[option] == MethodOptions().model_dump(mode="json")[option]:
-        return set()
-    return set(options[TYPE_SCOPED[option]])
+    return set() if options[option] == PAPER[option] else set(options[TYPE_SCOPED[option]])
+
+
+def _unscoped_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The options that act on every type and differ between two sets of method options."""
+    scoped = set(TYPE_SCOPED) | set(TYPE_SCOPED.values())
+    return [k for k in b if k not in scoped and a[k] != b[k]]
 
 
 def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
@@ -45,8 +51,7 @@ def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
 
     Raises when an option that applies to every type differs: then no answer carries over.
     """
-    scopes = set(TYPE_SCOPED.values())
-    unscoped = [k for k in new if k not in TYPE_SCOPED and k not in scopes and old[k] != new[k]]
+    unscoped = _unscoped_differences(old, new)
     if unscoped:
         raise UserError(
             "eval splice carries over only options that apply to listed types "
@@ -75,11 +80,7 @@ def _same_apart_from_method(
 
 def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], name: Path) -> None:
     """The source run must answer the affected types exactly as the new options do."""
-    others = [
-        k
-        for k in new
-        if k not in TYPE_SCOPED and k not in TYPE_SCOPED.values() and source[k] != new[k]
-    ]
+    others = _unscoped_differences(source, new)
     if others:
         raise UserError(f"{name} was answered with other method options: {', '.join(others)}")
     for option in TYPE_SCOPED:
@@ -95,12 +96,6 @@ def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], 
                 f"for {sorted(on_source) or 'no type'}; the settings given have "
                 f"{new[option]!r} for {sorted(on_new) or 'no type'}"
             )
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    tmp.replace(path)
 
 
 def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> dict[str, Any]:
@@ -120,42 +115,48 @@ def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> 
         raise UserError(f"{run_dir} already answers every type as the settings given do")
     _answers_like(_options(source_m), new, types, source_dir)
 
-    def replaced(name: str) -> tuple[list[dict[str, Any]], int, int]:
+    def replaced(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        """The file's rows with the affected ones swapped in, the rows set aside, and how
+        many were swapped (the others set aside wait for the next ``eval run``)."""
         source = {
             r["question_id"]: r
             for r in read_jsonl(source_dir / name)
             if r.get("method") == method and r.get("type") in types
         }
-        kept, taken, removed = [], 0, 0
+        kept, aside, taken = [], [], 0
         for row in read_jsonl(run_dir / name):
             if row.get("method") != method or row.get("type") not in types:
                 kept.append(row)
-            elif row["question_id"] in source:
+                continue
+            aside.append(row)
+            if row["question_id"] in source:
                 kept.append(source[row["question_id"]])
                 taken += 1
-            else:
-                removed += 1
-        return kept, taken, removed
+        return kept, aside, taken
 
-    answers, taken, removed = replaced(ANSWERS)
-    scores, scored, _ = replaced(SCORES)
+    answers, old_answers, taken = replaced(ANSWERS)
+    scores, old_scores, scored = replaced(SCORES)
+    # The rows replaced or removed stay on disk: the comparison with the options before
+    # the splice (and undoing it) needs them.
+    aside = run_dir / SPLICED / str(len(run_m.get("splices", [])) + 1)
+    aside.mkdir(parents=True, exist_ok=True)
+    rewrite_jsonl(aside / ANSWERS, old_answers)
+    rewrite_jsonl(aside / SCORES, old_scores)
     record = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "from": str(source_dir),
         "method": method,
         "types": sorted(types),
         "answers_taken": taken,
-        "answers_removed": removed,
+        "answers_removed": len(old_answers) - taken,
         "scores_taken": scored,
+        "rows_before": str(aside.relative_to(run_dir)),
         "method_options_before": old,
         "git": git_commit(),
     }
-    _write_jsonl(run_dir / ANSWERS, answers)
-    _write_jsonl(run_dir / SCORES, scores)
+    rewrite_jsonl(run_dir / ANSWERS, answers)
+    rewrite_jsonl(run_dir / SCORES, scores)
     run_m["fingerprint"] = {**run_m.get("fingerprint", {}), "method": new}
     run_m.setdefault("splices", []).append(record)
-    path = run_dir / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(run_m, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    save_manifest(run_dir, run_m)
     return record

@@ -105,3 +105,12 @@ def read_jsonl(path: Path) -> list[Record]:
                 except json.JSONDecodeError:
                     continue
     return out
+
+
+def rewrite_jsonl(path: Path, records: Iterable[Record]) -> None:
+    """Replace a JSONL file as a whole: written beside it, then renamed, so a reader never
+    sees half of it (appending stays :meth:`JsonlStore.append`'s job)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+    tmp.replace(path)

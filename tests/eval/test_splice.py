@@ -75,6 +75,12 @@ def test_splice_takes_the_affected_types_and_removes_what_the_source_lacks(
         1,
     )
     assert record["method_options_before"]["own_knowledge"] == "off"
+    # Nothing is lost: the rows replaced or removed are kept beside the run.
+    before = run / record["rows_before"]
+    assert record["rows_before"] == "spliced/1"
+    for name in ("answers.jsonl", "scores.jsonl"):
+        kept = {(r["question_id"], r["answer"]) for r in _read(before / name)}
+        assert kept == {("q1", "old"), ("q2", "old"), ("q4", "old")}
     # Done once; a second splice has nothing to move.
     assert main([*DRAFT_REASON, "eval", "splice", str(run), "--from", str(source)]) == 2
     assert "already answers every type" in capsys.readouterr().err
