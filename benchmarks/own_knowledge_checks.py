@@ -15,8 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
+from eval.metrics import estimate
 from eval.paired import row_scores
 from typed_rag.store import read_jsonl
 
@@ -34,12 +33,9 @@ def mrr(run: Path, method: str = "typed-rag") -> dict[str, float]:
 
 
 def paired(diffs: list[float], n_boot: int, seed: int) -> dict[str, object]:
-    values = np.asarray(diffs)
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), (n_boot, len(values)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return {"n": len(values), "mrr_diff": round(float(values.mean()), 4),
-            "ci": [round(float(low), 4), round(float(high), 4)]}  # fmt: skip
+    est = estimate(diffs, n_boot=n_boot, seed=seed)
+    return {"n": est.count, "mrr_diff": round(est.mean, 4),
+            "ci": [round(est.low, 4), round(est.high, 4)]}  # fmt: skip
 
 
 def main() -> None:
@@ -53,7 +49,8 @@ def main() -> None:
     finding = {str(r["question_id"]) for r in read_jsonl(ROOT / "dev-draft/answers.jsonl")[:40]}
     dev_draft, dev_base = mrr(ROOT / "dev-draft"), mrr(ROOT / "dev-base")
     head_draft = mrr(ROOT / "headline-draft")
-    head_base = mrr(Path("results/wiki-nfqa/reranked"))
+    # The headline run's REASON answers before `eval splice` gave them the draft.
+    head_base = mrr(Path("results/wiki-nfqa/reranked/spliced/1"))
     dev = [dev_draft[q] - dev_base[q] for q in dev_draft if q in dev_base and q not in finding]
     head = [head_draft[q] - head_base[q] for q in head_draft if q in head_base]
     summary = {
