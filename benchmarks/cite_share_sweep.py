@@ -164,9 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [r for r in JsonlStore(args.run_dir / ANSWERS, readonly=True) if r["method"] == METHOD]
     rows = rows[: args.first] if args.first else rows
     if args.types:
-        rows = [
-            r for r in rows if r.get("type") in {t.strip().upper() for t in args.types.split(",")}
-        ]
+        types = {t.strip().upper() for t in args.types.split(",")}
+        rows = [r for r in rows if r.get("type") in types]
     report = sweep(rows, shares, settings, args.out, args.batch_size)
     report["run_dir"] = str(args.run_dir)
     print("\n" + render(report))
