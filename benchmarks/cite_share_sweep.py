@@ -2,13 +2,17 @@
 
 ``method.post_cite`` cites, after generation, the shown passage sharing most of a
 sentence's content words, and drops a citation whose passage shares too few. This
-re-cites the typed-rag answers of an ``eval run`` directory at each threshold (the same
+re-cites the typed-rag answers of an ``eval run`` directory at each variant (the same
 function the pipeline runs; applying it to an answer already re-cited at a lower
 threshold gives what the pipeline would have written at the higher one), asks the
 support judge of ``typed-rag eval support`` about every cited sentence (verdicts cached
-in ``--out``, so thresholds share them and the command resumes), and reports per
-threshold the share of answers citing a shown passage and the share of cited sentences
-the judge calls supported (bootstrap 95% CI over questions), issue 15's two targets.
+in ``--out``, so variants share them and the command resumes), and reports per
+variant the share of answers citing a shown passage and the share of cited sentences
+the judge calls supported (bootstrap 95% CI over questions), issue 15's two targets,
+with the paired difference from the first variant.
+
+A variant is a ``cite_min_share`` (``0.5``) or one with a ``cite_floor_share``
+(``0.7/0.3``: an answer left citing nothing cites its best match at 0.3).
 
     python -m benchmarks.cite_share_sweep results/method/cite-calibration/run \\
         --shares 0.3,0.4,0.5,0.6,0.7 --out results/method/cite-calibration
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +50,13 @@ from typed_rag.store import JsonlStore
 METHOD = "typed-rag"
 
 
-def recite(row: Mapping[str, Any], texts: Mapping[str, tuple[str, str]], share: float) -> dict:
-    """``row`` (an ``answers.jsonl`` row) with its answer re-cited at ``share``."""
+def recite(
+    row: Mapping[str, Any],
+    texts: Mapping[str, tuple[str, str]],
+    share: float,
+    floor: float | None = None,
+) -> dict:
+    """``row`` (an ``answers.jsonl`` row) with its answer re-cited at ``share`` (and ``floor``)."""
     passages = [
         CitedPassage(
             citation=int(p["citation"]),
@@ -57,41 +67,57 @@ def recite(row: Mapping[str, Any], texts: Mapping[str, tuple[str, str]], share: 
         )
         for p in row["result"]["passages"]
     ]
-    recited = attach_citations(str(row["answer"]), passages, share)
+    recited = attach_citations(str(row["answer"]), passages, share, floor)
     return {**row, "answer": recited.answer}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One post-citing setting: ``cite_min_share`` and, optionally, ``cite_floor_share``."""
+
+    share: float
+    floor: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        share, _, floor = text.strip().partition("/")
+        return cls(float(share), float(floor) if floor else None)
+
+    def __str__(self) -> str:
+        return f"{self.share:g}" + (f"/{self.floor:g}" if self.floor is not None else "")
 
 
 def sweep(
     rows: Sequence[Mapping[str, Any]],
-    shares: Sequence[float],
+    variants: Sequence[Variant],
     settings: Settings,
     out: Path,
     batch_size: int,
 ) -> dict[str, Any]:
-    """Judge what is missing and summarise each threshold."""
+    """Judge what is missing and summarise each variant against the first."""
     lookup = index_lookup(settings)
     ids = sorted({str(p["id"]) for r in rows for p in r["result"]["passages"]})
     texts = lookup(ids)
-    variants = {s: [recite(r, texts, s) for r in rows] for s in shares}
+    recited = {v: [recite(r, texts, v.share, v.floor) for r in rows] for v in variants}
     engine = build_engine(settings)  # the judge: the engine of ``settings`` (as eval support)
     model = scorer_name(settings)
     run = SupportRun(out / "support", engine, model, batch_size)
 
     async def judge() -> None:
         async with engine:
-            for answers in variants.values():
+            for answers in recited.values():
                 sentences = [s for a in answers for s in sentences_of(a)]
                 await run.judge_missing(sentences, {}, lookup, _progress)
 
     asyncio.run(judge())
     report: dict[str, Any] = {"run_answers": len(rows), "judge": model, "shares": {}}
-    counts: dict[float, dict[str, tuple[int, int]]] = {}
-    for share, answers in variants.items():
+    counts: dict[Variant, dict[str, tuple[int, int]]] = {}
+    for variant, answers in recited.items():
         sentence_rows = run.sentence_rows([s for a in answers for s in sentences_of(a)])
         summary = summarize(answers, sentence_rows, [METHOD])["methods"][METHOD]
-        counts[share] = counts_by_question(sentence_rows)
-        summary["vs_lowest"] = pooled_difference(counts[share], counts[shares[0]])
-        report["shares"][str(share)] = summary
+        counts[variant] = counts_by_question(sentence_rows)
+        summary["vs_first"] = pooled_difference(counts[variant], counts[variants[0]])
+        report["shares"][str(variant)] = summary
     return report
 
 
@@ -102,13 +128,13 @@ def _progress(done: int, total: int) -> None:
 def render(report: Mapping[str, Any]) -> str:
     lines = [
         f"typed-rag answers: {report['run_answers']}; judge {report['judge']}",
-        "cite_min_share  answers citing  cited sentences  supported [95% CI]"
-        "  minus the lowest (paired over questions) [95% CI]",
+        "share[/floor]  answers citing  cited sentences  supported [95% CI]"
+        "  minus the first (paired over questions) [95% CI]",
     ]
     for share, m in report["shares"].items():
-        s, d = m["share"], m["vs_lowest"]
+        s, d = m["share"], m["vs_first"]
         lines.append(
-            f"{float(share):>14.2f}  {m['answers_citing']:>6}/{m['answers']:<7} {m['sentences']:>15}"
+            f"{share:>13}  {m['answers_citing']:>6}/{m['answers']:<7} {m['sentences']:>15}"
             f"  {100 * s['mean']:.1f}% [{100 * s['low']:.1f}, {100 * s['high']:.1f}]"
             f"  {100 * d['diff']:+.1f} points [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
             f" (n={d['n']})"
@@ -117,8 +143,9 @@ def render(report: Mapping[str, Any]) -> str:
 
 
 def plot(report: Mapping[str, Any], path: Path) -> Path:
-    """Supported share of cited sentences (95% CI) and share of answers citing, per threshold."""
-    shares = [float(k) for k in report["shares"]]
+    """Supported share of cited sentences (95% CI) and share of answers citing, per variant."""
+    labels = list(report["shares"])
+    x = np.arange(len(labels))
     rows = list(report["shares"].values())
     mean = np.array([m["share"]["mean"] for m in rows]) * 100
     err = (
@@ -132,11 +159,12 @@ def plot(report: Mapping[str, Any], path: Path) -> Path:
     )
     citing = [100 * m["answers_citing"] / m["answers"] for m in rows]
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    ax.errorbar(shares, mean, yerr=err, marker="o", capsize=3, label="cited sentences supported")
-    ax.plot(shares, citing, marker="s", label="answers citing a shown passage")
+    ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label="cited sentences supported")
+    ax.plot(x, citing, marker="s", label="answers citing a shown passage")
     ax.axhline(70, color="grey", lw=0.8, ls="--")
     ax.axhline(80, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("method.cite_min_share")
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("method.cite_min_share[/cite_floor_share]")
     ax.set_ylabel("%")
     ax.set_title(
         f"typed-rag, {report['run_answers']} answers; judge {report['judge'].split(':')[-1]}",
@@ -152,7 +180,11 @@ def plot(report: Mapping[str, Any], path: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", type=Path, help="a directory made by `eval run` with typed-rag")
-    ap.add_argument("--shares", default="0.3,0.4,0.5,0.6,0.7", help="thresholds (comma list)")
+    ap.add_argument(
+        "--shares",
+        default="0.3,0.4,0.5,0.6,0.7",
+        help="variants, SHARE or SHARE/FLOOR (comma list; the first is the paired baseline)",
+    )
     ap.add_argument("--out", type=Path, required=True, help="verdict cache and sweep.json")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--first", type=int, help="only the run's first N typed-rag answers")
@@ -160,13 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE settings override")
     args = ap.parse_args(argv)
     settings = load_settings(None, **parse_overrides(args.set))
-    shares = sorted(float(s) for s in args.shares.split(","))
+    variants = [Variant.parse(v) for v in args.shares.split(",") if v.strip()]
     rows = [r for r in JsonlStore(args.run_dir / ANSWERS, readonly=True) if r["method"] == METHOD]
     rows = rows[: args.first] if args.first else rows
     if args.types:
         types = {t.strip().upper() for t in args.types.split(",")}
         rows = [r for r in rows if r.get("type") in types]
-    report = sweep(rows, shares, settings, args.out, args.batch_size)
+    report = sweep(rows, variants, settings, args.out, args.batch_size)
     report["run_dir"] = str(args.run_dir)
     print("\n" + render(report))
     (args.out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n")

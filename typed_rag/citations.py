@@ -85,6 +85,41 @@ POST_CITE_MIN_WORDS = 3
 POST_CITE_MIN_SHARE = 0.3
 _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
+_GROUPS = r"(?:\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])+"
+# "... rises. [2] Next ...": the group after a full stop cites the sentence before it.
+_AFTER_END = re.compile(r"([.!?])([\"')*]*)[ \t]+(" + _GROUPS + r")(?=[ \t]+\S)")
+# A list marker or bold opening before a sentence's first word.
+_LEAD = re.compile(r"\s*(?:(?:\d{1,2}[.)]|[-*\u2022])\s+)?(?:\*\*)?\s*")
+# A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]".
+_LABEL_LINE = re.compile(
+    r"\s*(?:[-*\u2022]\s*)?(?:\*\*)?(?:references?|citations?|sources?)\b[\s:*]*"
+    + _GROUPS
+    + r"[\s.]*",
+    re.IGNORECASE,
+)
+
+
+def _into_sentence_before(m: re.Match[str]) -> str:
+    """``. [2]`` -> `` [2].`` for :data:`_AFTER_END`, unless the full stop ends a list
+    marker ("1. [3] ...")."""
+    line_start = m.string.rfind("\n", 0, m.start()) + 1
+    if re.fullmatch(r"\s*\d{1,2}", m.string[line_start : m.start()]):
+        return m.group(0)
+    return f" {m.group(3)}{m.group(1)}{m.group(2)}"
+
+
+def _own_group(sentence: str) -> re.Match[str] | None:
+    """The sentence's one citation group when it opens or ends the sentence, the groups
+    post-citing checks; None when it has none, several, or one inside its wording
+    ("according to [2]", "sources [1] and [3]"), which is the model's and stays."""
+    groups = list(CITATION_GROUP.finditer(sentence))
+    if len(groups) != 1:
+        return None
+    group = groups[0]
+    trailing = not re.search(r"\w", sentence[group.end() :])
+    lead = _LEAD.match(sentence)
+    leading = lead is not None and lead.end() == group.start()
+    return group if trailing or leading else None
 
 
 @dataclass(frozen=True)
@@ -97,57 +132,85 @@ class Recited:
 
 
 def attach_citations(
-    answer: str, passages: Sequence[Numbered], min_share: float = POST_CITE_MIN_SHARE
+    answer: str,
+    passages: Sequence[Numbered],
+    min_share: float = POST_CITE_MIN_SHARE,
+    floor_share: float | None = None,
 ) -> Recited:
     """Cite by content-word overlap (ALCE's post-hoc citing), layout kept as written.
 
     An uncited sentence gets the ``[n]`` of the shown passage sharing most of its
     content words, when that passage shares ``min_share`` of them. A sentence ending
-    in one citation group whose shown passages all fall below that loses it (and gets
-    the best passage instead, when one qualifies), so re-citing an answer at a higher
+    or opening with one citation group whose shown passages all fall below that loses
+    it (and gets the best passage instead, when one qualifies), so re-citing an answer at a higher
     ``min_share`` gives what citing it there in the first place would have: on the
     committed runs, this overlap share was what separated the citations the support
     judge upheld. Groups naming only passages never shown are left to
-    :func:`strip_invalid`.
+    :func:`strip_invalid`. Two layouts of the small model are read as it meant them: a
+    group after a full stop ("rises. [2] Next") moves into the sentence it cites
+    ("rises [2]. Next"), and a line that only points at passages ("- **Reference:** [1]")
+    is removed, since it states nothing a reader could check.
+
+    With ``floor_share``, an answer left citing no shown passage cites its one best
+    match, the sentence and passage sharing the largest share of its words, when that
+    share reaches the floor: a strict ``min_share`` then keeps weak matches out of
+    answers that have strong ones without leaving the others with no source at all.
     """
     bags = {p.citation: {stem(w) for w in content_words(f"{p.title} {p.text}")} for p in passages}
     added: list[int] = []
     dropped: list[int] = []
 
-    def holds(words: set[str], number: int) -> bool:
+    def holds(words: set[str], number: int, share: float = min_share) -> bool:
         overlap = len(words & bags[number])
-        return overlap >= POST_CITE_MIN_WORDS and overlap >= min_share * len(words)
+        return overlap >= POST_CITE_MIN_WORDS and overlap >= share * len(words)
 
-    out_lines: list[str] = []
+    def cite(sentence: str, number: int) -> str:
+        m = _TRAILING_PUNCT.search(sentence)
+        assert m is not None  # the pattern matches the empty end of any string
+        return f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
+
+    answer = _AFTER_END.sub(_into_sentence_before, answer)
+    lines = []
     for line in answer.split("\n"):
-        pieces = _SPLIT_KEEP.split(line)
+        if _LABEL_LINE.fullmatch(line):
+            dropped += cited_numbers(line)
+        else:
+            lines.append(_SPLIT_KEEP.split(line))
+    # The best uncited match: (share, line, piece, number), for ``floor_share``.
+    best: tuple[float, int, int, int] | None = None
+    for li, pieces in enumerate(lines):
         for i in range(0, len(pieces), 2):  # odd indices are the kept separators
             sentence = pieces[i]
             words = {stem(w) for w in content_words(sentence)}
             if len(words) < POST_CITE_MIN_WORDS or not bags:
                 continue
-            groups = list(CITATION_GROUP.finditer(sentence))
-            if groups:
-                cited = cited_numbers(sentence)
-                # Only one trailing group is checked: a citation written into the sentence
-                # ("according to [2]", "sources [1] and [3]") is part of its wording.
-                last = groups[-1]
-                if len(groups) > 1 or re.search(r"\w", sentence[last.end() :]):
+            if CITATION_GROUP.search(sentence):
+                group = _own_group(sentence)
+                if group is None:
                     continue
+                cited = cited_numbers(group.group(0))
                 if any(holds(words, n) for n in cited if n in bags) or not (set(cited) & set(bags)):
                     continue
-                sentence = sentence[: last.start()].rstrip() + sentence[last.end() :]
+                head, tail = sentence[: group.start()], sentence[group.end() :]
+                trailing = not re.search(r"\w", tail)
+                sentence = head.rstrip() + tail if trailing else head + tail.lstrip()
                 dropped += cited
                 pieces[i] = sentence
             number = max(bags, key=lambda n: len(words & bags[n]))
-            if not holds(words, number):
-                continue
-            m = _TRAILING_PUNCT.search(sentence)
-            assert m is not None  # the pattern matches the empty end of any string
-            pieces[i] = f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
-            added.append(number)
-        out_lines.append("".join(pieces))
-    return Recited("\n".join(out_lines), added, dropped)
+            if holds(words, number):
+                pieces[i] = cite(sentence, number)
+                added.append(number)
+            elif floor_share is not None and holds(words, number, floor_share):
+                share = len(words & bags[number]) / len(words)
+                if best is None or share > best[0]:
+                    best = (share, li, i, number)
+    text = "\n".join("".join(pieces) for pieces in lines)
+    if best is not None and not set(cited_numbers(text)) & set(bags):
+        _, li, i, number = best
+        lines[li][i] = cite(lines[li][i], number)
+        added.append(number)
+        text = "\n".join("".join(pieces) for pieces in lines)
+    return Recited(text, added, dropped)
 
 
 def _valid_citations(result: Any) -> list[int]:

@@ -48,7 +48,9 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
         if check.invalid and opts.strip_invalid_citations:
             result.answer = strip_invalid(result.answer, shown).strip()
         if opts.post_cite:
-            recited = attach_citations(result.answer, result.passages, opts.cite_min_share)
+            recited = attach_citations(
+                result.answer, result.passages, opts.cite_min_share, opts.cite_floor_share
+            )
             result.answer = recited.answer
             result.added_citations, result.dropped_citations = recited.added, recited.dropped
     result.citations = check_citations(result.answer, shown).valid

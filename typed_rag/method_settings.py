@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from typed_rag.types import TYPED_TYPES, parse_type_list
 
@@ -25,7 +25,8 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "require_citations": True,
         "strip_invalid_citations": True,
         "post_cite": True,
-        "cite_min_share": 0.5,
+        "cite_min_share": 0.7,
+        "cite_floor_share": 0.3,
         "max_sub_queries": 3,
         "anchor_sub_queries": True,
         "trim_cut_off": True,
@@ -64,10 +65,19 @@ class MethodOptions(BaseModel):
     strip_invalid_citations: bool = False
     post_cite: bool = False
     cite_min_share: float = Field(0.3, ge=0.0, le=1.0)
+    cite_floor_share: float | None = Field(None, ge=0.0, le=1.0)
     max_sub_queries: int = Field(5, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
     sub_answers: Literal["generate", "extract"] = "generate"
+
+    @model_validator(mode="after")
+    def _floor_below_min_share(self) -> MethodOptions:
+        """A floor at or above ``cite_min_share`` cites nothing more: recorded as off, so
+        a run made without one resumes under a profile that has one."""
+        if self.cite_floor_share is not None and self.cite_floor_share >= self.cite_min_share:
+            self.cite_floor_share = None
+        return self
 
 
 class MethodSettings(BaseModel):
@@ -141,6 +151,9 @@ class MethodSettings(BaseModel):
     # whose passages all share less loses those numbers.
     post_cite: bool | None = None
     cite_min_share: float | None = Field(None, ge=0.0, le=1.0)
+    # ... and an answer that leaves post-citing with no citation cites its single best
+    # sentence-passage match when that passage shares at least this much (None: off).
+    cite_floor_share: float | None = Field(None, ge=0.0, le=1.0)
     # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
     #    single "aspects" of the question, or the paper's "paraphrase"s of it.
     max_sub_queries: int | None = Field(None, ge=2, le=5)

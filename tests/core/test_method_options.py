@@ -86,7 +86,12 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     assert improved.grounded_aggregation and improved.drop_uninformative
     assert improved.answer_shapes and improved.require_citations
     assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
-    assert improved.post_cite and improved.cite_min_share == 0.5
+    assert improved.post_cite and improved.cite_min_share == 0.7
+    assert improved.cite_floor_share == 0.3 and paper.cite_floor_share is None
+    # A floor at or above cite_min_share cites nothing more: recorded as off, so runs made
+    # at 0.3 before the floor existed keep their fingerprint.
+    at_03 = load_settings(None, **{"method.cite_min_share": 0.3}).method.options()
+    assert at_03.cite_floor_share is None
     assert improved.direct_first == "off" and paper.direct_first == "off"
     assert improved.trim_cut_off and not paper.trim_cut_off and not paper.length_hint
 
@@ -641,6 +646,11 @@ async def test_cite_min_share_sets_how_much_a_cited_passage_must_share(make_rag,
     set_method(settings, post_cite=True, cite_min_share=0.6)
     result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
     assert result.answer == answer and result.added_citations == result.citations == []
+
+    # With a floor below its share, the answer's one sentence is its best match: cited.
+    set_method(settings, post_cite=True, cite_min_share=0.6, cite_floor_share=0.4)
+    result = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert result.added_citations and result.citations == result.added_citations
 
 
 def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:

@@ -242,3 +242,69 @@ def test_re_citing_at_a_higher_share_equals_citing_there_first() -> None:
         attach_citations(answer, passages, 0.3).answer
         != attach_citations(answer, passages, 0.8).answer
     )
+
+
+def test_floor_share_gives_an_answer_citing_nothing_its_best_match_only() -> None:
+    passages = _coffee_and_tea()
+    # Shares with the tea passage: 3 of 6 words (0.5) and 3 of 7 (0.43).
+    answer = (
+        "Green tea tastes grassy when dried carefully. "
+        "Monks steamed tea leaves in quiet mountain temples."
+    )
+    assert attach_citations(answer, passages, 0.7).answer == answer  # no floor: nothing
+    floored = attach_citations(answer, passages, 0.7, floor_share=0.4)
+    assert floored.answer == (
+        "Green tea tastes grassy when dried carefully [3]. "
+        "Monks steamed tea leaves in quiet mountain temples."
+    )
+    assert floored.added == [3]
+    assert attach_citations(answer, passages, 0.7, floor_share=0.65).answer == answer  # below
+    # An answer that already cites a shown passage gets nothing more from the floor.
+    strong = "Green tea leaves are steamed, rolled and dried. Monks steamed tea leaves in temples."
+    assert attach_citations(strong, passages, 0.7, floor_share=0.3).answer == (
+        "Green tea leaves are steamed, rolled and dried [3]. Monks steamed tea leaves in temples."
+    )
+    # Re-citing at a stricter share with the floor equals citing there first (the sweep).
+    for low, high in ((0.3, 0.7), (0.5, 0.8)):
+        once = attach_citations(answer, passages, high, 0.4).answer
+        assert (
+            attach_citations(
+                attach_citations(answer, passages, low).answer, passages, high, 0.4
+            ).answer
+            == once
+        )
+
+
+def test_post_citing_reads_a_group_after_the_full_stop_as_the_sentence_before_it() -> None:
+    passages = _coffee_and_tea()
+    answer = "Green tea leaves are steamed, rolled and dried. [3] Monks grew orchards near temples."
+    recited = attach_citations(answer, passages, 0.5)
+    assert recited.answer == (
+        "Green tea leaves are steamed, rolled and dried [3]. Monks grew orchards near temples."
+    )
+    assert recited.added == recited.dropped == []
+
+
+def test_a_leading_group_is_checked_like_a_trailing_one() -> None:
+    passages = _coffee_and_tea()
+    answer = "[1] Green tea leaves are steamed and dried.\n[3] Monks grew orchards near temples."
+    recited = attach_citations(answer, passages, 0.5)
+    # The first line's passage shares too few words and moves; the second has no match.
+    assert (
+        recited.answer
+        == "Green tea leaves are steamed and dried [3].\nMonks grew orchards near temples."
+    )
+    assert recited.dropped == [1, 3] and recited.added == [3]
+    held = "1. [3] Green tea leaves are steamed and dried."
+    assert attach_citations(held, passages, 0.5).answer == held
+
+
+def test_lines_that_only_point_at_passages_are_removed() -> None:
+    passages = _coffee_and_tea()
+    answer = (
+        "- Green tea leaves are steamed and dried [3].\n- **Reference:** [1]\nSources: [1][3]\n"
+        "- [1] 6 days"
+    )
+    recited = attach_citations(answer, passages, 0.5)
+    assert recited.answer == "- Green tea leaves are steamed and dried [3].\n- [1] 6 days"
+    assert recited.dropped == [1, 1, 3]
