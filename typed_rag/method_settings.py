@@ -26,7 +26,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "strip_invalid_citations": True,
         "post_cite": True,
         "cite_min_share": 0.7,
-        "cite_floor_share": 0.3,
+        "cite_floor_share": 0.4,
         "max_sub_queries": 3,
         "anchor_sub_queries": True,
         "trim_cut_off": True,

@@ -87,7 +87,7 @@ def test_paper_profile_and_profile_fills_only_unset_options(settings) -> None:
     assert improved.answer_shapes and improved.require_citations
     assert improved.max_sub_queries == 3 and improved.core_sub_questions == "definition"
     assert improved.post_cite and improved.cite_min_share == 0.7
-    assert improved.cite_floor_share == 0.3 and paper.cite_floor_share is None
+    assert improved.cite_floor_share == 0.4 and paper.cite_floor_share is None
     # A floor at or above cite_min_share cites nothing more: recorded as off, so runs made
     # at 0.3 before the floor existed keep their fingerprint.
     at_03 = load_settings(None, **{"method.cite_min_share": 0.3}).method.options()
