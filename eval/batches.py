@@ -19,6 +19,7 @@ from eval.linkage_prob import LinkageProbScorer
 from eval.methods import answerer_for, mode_of
 from eval.resume import error_row, run_key
 from eval.wikinfqa import WikiNFQARecord
+from typed_rag.citations import without_citations
 
 log = logging.getLogger("eval.runner")  # named as before the split, so log lines read the same
 
@@ -176,14 +177,21 @@ async def score_chunk(
     reference_seed: int,
     name: str,
     labels: Mapping[str, QuestionLabel],
+    strip_citations: bool = False,
 ) -> list[dict[str, Any]]:
-    """Score rows for one batch of (method, record, stored answer)."""
+    """Score rows for one batch of (method, record, stored answer); with
+    ``strip_citations`` the judge reads each answer without its ``[n]`` groups."""
+
+    def candidate(answer: Mapping[str, Any]) -> str:
+        text = str(answer.get("answer") or "")
+        return without_citations(text) if strip_citations else text
+
     items = [
         LinkageItem(
             key=run_key(method, rec.question_id),
             question=rec.question,
             references=build_references(rec, reference_seed),
-            candidate=str(answer.get("answer") or ""),
+            candidate=candidate(answer),
         )
         for method, rec, answer in chunk
     ]

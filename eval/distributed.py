@@ -103,7 +103,12 @@ class EvalWorker:
             self._scorer = build_linkage_scorer(engine, self.settings, self.scorer_settings)
         seed = self.settings.eval.reference_seed
         return await score_chunk(
-            self._scorer, chunk, seed, scorer_name(self.scorer_settings), self.labels
+            self._scorer,
+            chunk,
+            seed,
+            scorer_name(self.scorer_settings),
+            self.labels,
+            self.settings.eval.judge_citations == "strip",
         )
 
     async def close(self) -> None:

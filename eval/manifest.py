@@ -92,10 +92,13 @@ def method_identity(settings: Settings) -> dict[str, Any]:
 
 def judge_identity(settings: Settings) -> dict[str, Any]:
     """How verdicts are obtained: protocol, temperature (0 = deterministic), output budget."""
+    strip = settings.eval.judge_citations == "strip"
     return {
         "protocol": settings.eval.judge_protocol,
         "temperature": settings.eval.judge_temperature,
         "max_tokens": settings.eval.scorer_max_tokens,
+        # Absent when kept, so runs judged before the option existed still match.
+        **({"citations": "strip"} if strip else {}),
     }
 
 

@@ -178,10 +178,11 @@ class EvalRunner:
         seed = self.settings.eval.reference_seed
         name = scorer_name(self.scorer_settings)
         size = max(1, self.settings.eval.score_batch_size)
+        strip = self.settings.eval.judge_citations == "strip"
         with self._bar(len(todo), "score") as bar:
             for start in range(0, len(todo), size):
                 chunk = todo[start : start + size]
-                rows = await score_chunk(scorer, chunk, seed, name, self.labels)
+                rows = await score_chunk(scorer, chunk, seed, name, self.labels, strip)
                 self._store_scores(rows, counts)
                 bar.update(len(chunk))
         return counts

@@ -213,6 +213,11 @@ def attach_citations(
     return Recited(text, added, dropped)
 
 
+def without_citations(answer: str) -> str:
+    """``answer`` with every ``[n]`` group removed and no space left before punctuation."""
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", strip_invalid(answer, ())).strip()
+
+
 def _valid_citations(result: Any) -> list[int]:
     """The citations of a Result (or its JSON dict) that point at one of its passages.
 

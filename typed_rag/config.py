@@ -314,6 +314,11 @@ class EvalSettings(BaseModel):
     # addresses the question and ranks it last when not (chosen by the judge-validity
     # benchmark, README); "linkage" decodes a text verdict (any engine, e.g. a server).
     judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob-gated"
+    # What the LINKAGE judge reads of an answer: as written ("keep"), or without its [n]
+    # citation groups ("strip"). Wiki-NFQA's graded references cite nothing, and the 1.5B
+    # judge ranks the same answer higher with its markers than without (README, Results),
+    # which favours the methods that cite.
+    judge_citations: Literal["keep", "strip"] = "keep"
     # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off

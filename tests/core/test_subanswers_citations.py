@@ -308,3 +308,10 @@ def test_lines_that_only_point_at_passages_are_removed() -> None:
     recited = attach_citations(answer, passages, 0.5)
     assert recited.answer == "- Green tea leaves are steamed and dried [3].\n- [1] 6 days"
     assert recited.dropped == [1, 1, 3]
+
+
+def test_without_citations_removes_every_group_and_the_space_before_punctuation() -> None:
+    from typed_rag.citations import without_citations
+
+    answer = "Tea is good [1]. Coffee [2, 3], milk [4]; water. [5]\n1. Step [6]"
+    assert without_citations(answer) == "Tea is good. Coffee, milk; water.\n1. Step"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval.labels import QuestionLabel, classify_questions
+from eval.manifest import judge_identity
 from eval.methods import parse_methods
 from eval.paired import paired_scores
 from eval.resume import EvalAborted
@@ -300,3 +301,36 @@ async def test_committed_runs_can_leave_passage_texts_out(
     await runner.run(records, ["rag"])
     (passage,) = lines(tmp_path / "run" / ANSWERS)[0]["result"]["passages"]
     assert passage["id"] == "p1" and passage["citation"] == 1 and "text" not in passage
+
+
+class CitingAnswerer(StandInAnswerer):
+    """Answers that cite the shown passage, as typed-rag's do."""
+
+    def _one(self, question: str, mode: str, force_type: str | None = None):  # type: ignore[override]
+        result = super()._one(question, mode, force_type)
+        result.answer = f"Chlorophyll breaks down [1]. {result.answer}"
+        return result
+
+
+@pytest.mark.parametrize("citations", ["keep", "strip"])
+async def test_judge_citations_sets_what_the_judge_reads(
+    eval_settings: Settings, tmp_path: Path, citations: str
+) -> None:
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records[:2]
+    settings = eval_settings.model_copy(
+        update={"eval": eval_settings.eval.model_copy(update={"judge_citations": citations})}
+    )
+    engine = FakeEngine(linkage_responder())
+    runner = EvalRunner(
+        settings, tmp_path / "run", answerer=CitingAnswerer(), scorer_engine=engine, progress=False
+    )
+    await runner.run(records, ["rag"])
+    prompts = [m["content"] for call in engine.calls for m in call.messages]
+    judged = [p for p in prompts if "Chlorophyll breaks down" in p]
+    assert len(judged) == 2
+    assert all(("breaks down [1]." in p) == (citations == "keep") for p in judged)
+    assert all("breaks down." in p for p in judged) == (citations == "strip")
+    stored = lines(tmp_path / "run" / ANSWERS)[0]["answer"]  # the answer itself is kept
+    assert stored.startswith("Chlorophyll breaks down [1].")
+    # A run judged one way cannot resume judged the other (absent when kept: older runs match).
+    assert ("citations" in judge_identity(settings)) == (citations == "strip")
