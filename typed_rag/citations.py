@@ -85,11 +85,12 @@ POST_CITE_MIN_WORDS = 3
 POST_CITE_MIN_SHARE = 0.3
 _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
-_GROUPS = r"(?:\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])+"
+# One or more adjacent citation groups ("[2]", "[2][3]").
+_GROUPS = f"(?:{CITATION_GROUP.pattern})+"
 # "... rises. [2] Next ...": the group after a full stop cites the sentence before it.
 _AFTER_END = re.compile(r"([.!?])([\"')*]*)[ \t]+(" + _GROUPS + r")(?=[ \t]+\S)")
 # A list marker or bold opening before a sentence's first word.
-_LEAD = re.compile(r"\s*(?:(?:\d{1,2}[.)]|[-*\u2022])\s+)?(?:\*\*)?\s*")
+_LEAD = re.compile(rf"\s*(?:{_LIST_MARKER.pattern}\s+)?(?:\*\*)?\s*")
 # A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]".
 _LABEL_LINE = re.compile(
     r"\s*(?:[-*\u2022]\s*)?(?:\*\*)?(?:references?|citations?|sources?)\b[\s:*]*"
