@@ -168,7 +168,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
             )
 
     summary = asyncio.run(go())
-    print(f"wrote {args.out / 'summary.json'} ({summary.get('n_questions')} questions)")
+    print(f"wrote {args.out / 'summary.json'} ({summary.get('questions')} questions)")
     return 0
 
 

@@ -117,7 +117,7 @@ def summarise(
     return {
         "judge_model": judge_model,
         "weights": dict(m.WEIGHTS),
-        "n_questions": len({it.question_id for pairs in judged.values() for it, _ in pairs}),
+        "questions": len({it.question_id for pairs in judged.values() for it, _ in pairs}),
         "methods": methods,
         "decomposition": _decomposition_stats(items, run),
         "judgements": _judgement_stats(items, run, pending),

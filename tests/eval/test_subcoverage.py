@@ -309,7 +309,7 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     # Fragments only for covered answer cells: rag 2 (Rayleigh, Sunsets), typed-rag 2.
     assert titles.count("coverage_fragment") == 4
 
-    assert summary["judge_model"] == "judge-x" and summary["n_questions"] == 1
+    assert summary["judge_model"] == "judge-x" and summary["questions"] == 1
     rag = summary["metrics"]["rag"]["overall"]
     assert rag["metric1"]["core"]["mean"] == pytest.approx(0.5)
     assert rag["metric1"]["follow_up"]["mean"] == pytest.approx(1.0)
@@ -357,7 +357,7 @@ async def test_failed_decomposition_is_cached_and_reported(tmp_path: Path) -> No
     summary = await evaluate_subcoverage(engine, rows, tmp_path, max_resamples=1, n_boot=10)
     assert len(engine.calls) == 2 and engine.choice_calls == []
     assert summary["decomposition"]["failed"] == {"list:no-json": 1}
-    assert summary["judgements"]["answers_pending"] == 1 and summary["n_questions"] == 0
+    assert summary["judgements"]["answers_pending"] == 1 and summary["questions"] == 0
     again = FakeEngine(scripted_responder({"sub_question_list": "never json"}))
     await evaluate_subcoverage(again, rows, tmp_path, max_resamples=1, n_boot=10)
     assert again.calls == []
