@@ -20,6 +20,7 @@ from eval.methods import answerer_for, mode_of
 from eval.resume import error_row, run_key
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.citations import without_citations
+from typed_rag.types import QuestionType
 
 log = logging.getLogger("eval.runner")  # named as before the split, so log lines read the same
 
@@ -36,6 +37,8 @@ class Answerer(Protocol):
         force_type: Any = None,
         **kwargs: Any,
     ) -> list[Any]: ...
+
+    async def classify(self, questions: Sequence[str]) -> list[Any]: ...
 
 
 def result_dict(result: Any) -> dict[str, Any]:
@@ -142,7 +145,7 @@ async def answer_chunk(
         [r.question_id for r in chunk],
         mode_of(method),
         method,
-        force_types=routed_types(chunk, method, labels) if route == "labels" else None,
+        force_types=await forced_types(answerer, chunk, method, labels, route),
     )
     return ChunkAnswers(
         [
@@ -163,6 +166,28 @@ def routed_types(
     if mode_of(method) != "typed-rag" or not all(r.question_id in labels for r in chunk):
         return None
     return [labels[r.question_id].type for r in chunk]
+
+
+async def forced_types(
+    answerer: Answerer,
+    chunk: Sequence[WikiNFQARecord],
+    method: str,
+    labels: Mapping[str, QuestionLabel],
+    route: str,
+) -> list[str] | None:
+    """The type each typed-rag answer is forced to under ``eval.route`` (None: the
+    classifier routes): the labels, or the labels with the questions the classifier is
+    confident are FACTOID sent to the factoid route ("labels-factoid")."""
+    types = routed_types(chunk, method, labels) if route != "classifier" else None
+    if route != "labels-factoid" or types is None:
+        return types
+    predictions = await answerer.classify([r.question for r in chunk])
+    return [
+        QuestionType.FACTOID.value
+        if p is not None and p.confident and p.type is QuestionType.FACTOID
+        else t
+        for t, p in zip(types, predictions, strict=True)
+    ]
 
 
 def scorer_protocol(scorer: LinkageScorer | LinkageProbScorer) -> str:

@@ -332,8 +332,10 @@ class EvalSettings(BaseModel):
     # How typed-rag picks a question's pipeline in an evaluation: "labels" follows the
     # run's recorded type (one of the six non-factoid labels, as the paper's Wiki-NFQA
     # protocol; a per-type row is exactly that pipeline), "classifier" routes as the
-    # server does (all eight labels: a factual question goes to the factoid pipeline).
-    route: Literal["labels", "classifier"] = "labels"
+    # server does (all eight labels: a factual question goes to the factoid pipeline),
+    # "labels-factoid" follows the labels except where the classifier is confident the
+    # question is FACTOID (Wiki-NFQA's questions come from factoid datasets).
+    route: Literal["labels", "classifier", "labels-factoid"] = "labels"
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512

@@ -410,6 +410,31 @@ async def test_own_knowledge_allows_or_drafts_a_closed_book_answer_first(
         assert "draft" not in result.plan and "Chlorophyll" not in final
 
 
+@pytest.mark.parametrize("types,drafting", [("reason", False), ("reason,factoid", True)])
+async def test_the_factoid_route_drafts_only_when_listed_and_rag_mode_never(
+    make_rag, settings, types, drafting
+) -> None:
+    set_method(settings, own_knowledge="draft")
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": types}
+    )
+    closed_book = llm_messages(Q)[-1]["content"]
+
+    def answer(req: ChatRequest) -> str:
+        return "Chlorophyll fades in the cold." if user_text(req) == closed_book else "Final [1]."
+
+    rag, engine = make_rag(scripted_responder({}, answer))
+    result = await rag.answer(Q, force_type=T.FACTOID)
+    final = user_text(final_request(engine))
+    assert ("Chlorophyll fades" in final) is drafting
+    assert (DRAFT_USE in final) is drafting
+    assert ("draft" in result.plan) is drafting
+    # The RAG baseline is the paper's prompt whatever the typed routes do.
+    baseline = await rag.answer(Q, mode="rag")
+    assert "draft" not in baseline.plan
+    assert "Chlorophyll" not in user_text(final_request(engine))
+
+
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:
     set_method(settings, answer_shapes=True)
     rag, engine = make_rag()

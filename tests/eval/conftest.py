@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eval.wikinfqa import FILE_NAME
-from typed_rag.classifier.base import TypeClassifier
+from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.engines.base import ChatRequest
 from typed_rag.result import CitedPassage, LLMCall, Result
 from typed_rag.types import LABELS, QuestionType
@@ -90,6 +90,15 @@ class StandInAnswerer:
         view = copy.copy(self)
         view.profile = profile
         return view
+
+    async def classify(self, questions: Sequence[str]) -> list[TypePrediction | None]:
+        """FACTOID (confident) for questions starting "what", else no prediction."""
+        return [
+            TypePrediction(QuestionType.FACTOID, {"FACTOID": 0.9})
+            if q.lower().startswith("what")
+            else None
+            for q in questions
+        ]
 
     async def start(self) -> None:
         self.started += 1

@@ -240,6 +240,24 @@ async def test_route_classifier_lets_the_classifier_pick_the_pipeline(
     assert all(r["type_source"] == "classifier" for r in rows)
 
 
+async def test_route_labels_factoid_sends_only_confident_factoid_questions_to_that_route(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """``eval.route="labels-factoid"``: the labels route, except the questions the
+    classifier is confident are FACTOID; the recorded label still groups every row."""
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    recorded = ["DEBATE"] * len(records)
+    eval_settings.eval.route = "labels-factoid"
+    runner, answerer = labelled_runner(eval_settings, tmp_path / "run", records, recorded)
+    await runner.run(records, ["typed-rag"])
+    expected = ["FACTOID" if r.question.lower().startswith("what") else "DEBATE" for r in records]
+    assert "FACTOID" in expected and "DEBATE" in expected  # the fixture has both kinds
+    assert answerer.forced == expected
+    rows = {r["question_id"]: r for r in lines(tmp_path / "run" / ANSWERS)}
+    assert [rows[r.question_id]["route"] for r in records] == expected
+    assert all(r["type"] == "DEBATE" for r in rows.values())
+
+
 METHODS_RUN = "rag,typed-rag,typed-rag@paper,typed-rag@improved"
 
 

@@ -22,7 +22,7 @@ from typed_rag.types import MODES, QuestionType
 
 TYPED: dict[QuestionType, Pipeline] = {
     QuestionType.NOT_A_QUESTION: plain.RAG,
-    QuestionType.FACTOID: plain.RAG,
+    QuestionType.FACTOID: plain.FACTOID,
     QuestionType.EVIDENCE_BASED: plain.RAG,
     QuestionType.COMPARISON: comparison.PIPELINE,
     QuestionType.EXPERIENCE: experience.PIPELINE,

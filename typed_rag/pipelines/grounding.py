@@ -64,7 +64,16 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
         lines.append(STRICT_CITE_RULE)
     if opts.length_hint:
         lines.append(length_guidance(ctx.settings.sampling.max_tokens))
+    messages, own_lines = await with_own_knowledge(ctx, messages)
+    return with_guidance(messages, lines + own_lines)
+
+
+async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages, list[str]]:
+    """``method.own_knowledge`` for this question's type: the messages with the closed-book
+    draft added (``draft``, ``draft-cite``) and the guidance lines that go with it."""
+    opts = options(ctx)
     own = opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
+    lines: list[str] = []
     if own in ("draft", "draft-cite"):
         draft = await closed_book_draft(ctx)
         if draft:
@@ -72,7 +81,7 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
             lines.append(DRAFT_USE if own == "draft" else DRAFT_CITE)
     if own != "off":
         lines.append(OWN_KNOWLEDGE)
-    return with_guidance(messages, lines)
+    return messages, lines
 
 
 async def closed_book_draft(ctx: Context) -> str:

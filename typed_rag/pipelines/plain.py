@@ -1,7 +1,9 @@
 """The baselines and the plain-RAG route: ``llm`` (no retrieval) and ``rag`` (top-K, RAG prompt).
 
-Typed-RAG answers EVIDENCE-BASED, FACTOID and NOT-A-QUESTION this way, and
-every typed pipeline falls back to :func:`prepare_rag` when its plan fails.
+Typed-RAG answers EVIDENCE-BASED and NOT-A-QUESTION this way, FACTOID the same way
+plus the closed-book draft when ``method.own_knowledge_types`` lists it
+(:func:`prepare_factoid`), and every typed pipeline falls back to
+:func:`prepare_rag` when its plan fails.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from collections.abc import Sequence
 from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
-from typed_rag.pipelines.prompting import llm_messages, rag_messages
+from typed_rag.pipelines.grounding import with_own_knowledge
+from typed_rag.pipelines.prompting import llm_messages, rag_messages, with_guidance
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 from typed_rag.subanswers import extract_evidence
@@ -35,6 +38,15 @@ async def prepare_rag(ctx: Context) -> Final:
         ctx.fallback("retrieval: no passages for the question -> answered without passages")
     cited = ctx.cite(hits[: ctx.top_k], sources[: ctx.top_k])
     return Final("answer", rag_messages(ctx.question, cited))
+
+
+async def prepare_factoid(ctx: Context) -> Final:
+    """Typed-RAG's factoid route: plain RAG, with ``method.own_knowledge`` applied when it
+    lists FACTOID (a closed-book draft the answer keeps and corrects from the passages: the
+    1.5B model answers factual questions better from memory than from BM25's passages)."""
+    final = await prepare_rag(ctx)
+    messages, lines = await with_own_knowledge(ctx, final.messages)
+    return Final(final.step, with_guidance(messages, lines))
 
 
 def union_by_id(
@@ -120,3 +132,4 @@ async def answer_sub_queries(
 
 LLM = Pipeline(prepare_llm)
 RAG = Pipeline(prepare_rag)
+FACTOID = Pipeline(prepare_factoid)
