@@ -38,7 +38,7 @@ from eval.methods import parse_methods
 from eval.report import write_report
 from eval.runner import RUN_LABELS, EvalRunner
 from eval.selection import select_questions
-from eval.splice import splice
+from eval.splice import Classify, splice
 from eval.wikinfqa import parse_subsets
 from typed_rag import engines, system
 from typed_rag.config import Settings
@@ -143,7 +143,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = eval_sub.add_parser(
         "splice",
-        help="move a run to today's type-scoped method options (e.g. method.own_knowledge), "
+        help="move a run to today's type-scoped method options (e.g. method.own_knowledge) "
+        "or eval.route (labels <-> labels-factoid), "
         "taking the affected answers from a run made with them",
     )
     p.add_argument("run_dir", type=Path, help="the run to move, e.g. results/wiki-nfqa/reranked")
@@ -342,13 +343,22 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_splice(args: argparse.Namespace, settings: Settings) -> int:
-    record = splice(args.run_dir, args.source, args.method, settings)
+    classify = _classify(settings) if settings.eval.route == "labels-factoid" else None
+    record = splice(args.run_dir, args.source, args.method, settings, classify)
     print(
         f"{args.run_dir}: {args.method} answers of {', '.join(record['types'])}: "
         f"{record['answers_taken']} taken from {args.source} ({record['scores_taken']} judged), "
         f"{record['answers_removed']} removed for the next `eval run`"
     )
     return 0
+
+
+def _classify(settings: Settings) -> Classify:
+    """The question-type classifier as ``eval.route=labels-factoid`` uses it."""
+    from typed_rag.classifier import build_classifier
+
+    classifier, threshold = build_classifier(settings), settings.classifier.min_confidence
+    return lambda questions: classifier.predict(list(questions), threshold)
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:

@@ -8,20 +8,31 @@ the method's answers of the affected types are taken from a run made with the op
 next ``eval run`` answers them, and the run's fingerprint moves to the new options so it
 keeps growing under them. ``run.json`` records every splice, and the rows it replaced or
 removed are kept under ``spliced/<n>/``.
+
+A run can move between ``eval.route=labels`` and ``labels-factoid`` the same way: the
+questions whose route changes (the classifier is confident they are FACTOID) are the
+affected ones, together with those whose route a changed option acts on.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from eval.manifest import _diff, filled, git_commit, read_manifest, save_manifest
 from eval.runner import ANSWERS, SCORES
+from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
 from typed_rag.store import read_jsonl, rewrite_jsonl
+from typed_rag.types import QuestionType
+
+Classify = Callable[[Sequence[str]], Sequence[TypePrediction | None]]
+# Fingerprint keys a splice may change: the method options and how typed-rag is routed.
+MOVABLE = ("method", "route")
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
@@ -58,9 +69,11 @@ def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
             f"({', '.join(TYPE_SCOPED)}); these differ for every type: {', '.join(unscoped)}"
         )
     types: set[str] = set()
-    for option, scope in TYPE_SCOPED.items():
-        if (old[option], old[scope]) != (new[option], new[scope]):
-            types |= _active(old, option) | _active(new, option)
+    for option in TYPE_SCOPED:
+        before, after = _active(old, option), _active(new, option)
+        types |= before ^ after
+        if old[option] != new[option]:
+            types |= before & after
     return types
 
 
@@ -69,12 +82,14 @@ def _same_apart_from_method(
 ) -> None:
     """Generator, retrieval, judge and references must match for answers to carry over."""
     mine, theirs = (
-        {k: v for k, v in m.get("fingerprint", {}).items() if k != "method"} for m in (source, run)
+        {k: v for k, v in m.get("fingerprint", {}).items() if k not in MOVABLE}
+        for m in (source, run)
     )
     diffs = _diff(filled(mine, theirs), filled(theirs, mine))
     if diffs:
         raise UserError(
-            f"{source_dir} and {run_dir} differ in more than method options: " + "; ".join(diffs)
+            f"{source_dir} and {run_dir} differ in more than method options and routing: "
+            + "; ".join(diffs)
         )
 
 
@@ -98,8 +113,36 @@ def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], 
             )
 
 
-def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> dict[str, Any]:
-    """Give ``run_dir`` the method options of ``settings``, carrying over what still holds.
+def route_of(row: dict[str, Any]) -> str:
+    """The pipeline that answered a row (runs older than the field: its label's)."""
+    return str(row.get("route") or row.get("type"))
+
+
+def new_routes(rows: list[dict[str, Any]], route: str, classify: Classify | None) -> dict[str, str]:
+    """The route each answered question takes under ``eval.route``, by question id."""
+    if route == "labels":
+        return {r["question_id"]: str(r.get("type")) for r in rows}
+    if route != "labels-factoid" or classify is None:
+        raise UserError(f"eval splice cannot move a run to eval.route={route}")
+    predictions = classify([r["question"] for r in rows])
+    factoid = QuestionType.FACTOID
+    return {
+        r["question_id"]: factoid.value
+        if p is not None and p.confident and p.type is factoid
+        else str(r.get("type"))
+        for r, p in zip(rows, predictions, strict=True)
+    }
+
+
+def splice(
+    run_dir: Path,
+    source_dir: Path,
+    method: str,
+    settings: Settings,
+    classify: Classify | None = None,
+) -> dict[str, Any]:
+    """Give ``run_dir`` the method options and ``eval.route`` of ``settings``, carrying over
+    what still holds; ``classify`` routes questions for ``eval.route=labels-factoid``.
 
     Returns the splice record written to ``run.json`` (types, rows taken, rows removed).
     """
@@ -110,22 +153,40 @@ def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> 
     _same_apart_from_method(source_m, run_m, source_dir, run_dir)
     new = settings.method.options().model_dump(mode="json")
     old = _options(run_m)
-    types = affected_types(old, new)
-    if not types:
+    scoped = affected_types(old, new)
+    route = settings.eval.route
+    old_route = run_m.get("fingerprint", {}).get("route", "labels")
+    mine = [r for r in read_jsonl(run_dir / ANSWERS) if r.get("method") == method]
+    routes = new_routes(mine, route, classify)
+    affected = {
+        r["question_id"]
+        for r in mine
+        if routes[r["question_id"]] in scoped or routes[r["question_id"]] != route_of(r)
+    }
+    if not affected:
         raise UserError(f"{run_dir} already answers every type as the settings given do")
+    types = {routes[q] for q in affected}
     _answers_like(_options(source_m), new, types, source_dir)
+    source_route = source_m.get("fingerprint", {}).get("route", "labels")
+    if route != old_route and source_route != route:
+        raise UserError(f"{source_dir} was routed with eval.route={source_route}, not {route}")
 
     def replaced(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
         """The file's rows with the affected ones swapped in, the rows set aside, and how
         many were swapped (the others set aside wait for the next ``eval run``)."""
+        taken_ids = {
+            r["question_id"]
+            for r in read_jsonl(source_dir / ANSWERS)
+            if r.get("method") == method and routes.get(r["question_id"]) == route_of(r)
+        }
         source = {
             r["question_id"]: r
             for r in read_jsonl(source_dir / name)
-            if r.get("method") == method and r.get("type") in types
+            if r.get("method") == method and r["question_id"] in taken_ids & affected
         }
         kept, aside, taken = [], [], 0
         for row in read_jsonl(run_dir / name):
-            if row.get("method") != method or row.get("type") not in types:
+            if row.get("method") != method or row["question_id"] not in affected:
                 kept.append(row)
                 continue
             aside.append(row)
@@ -152,11 +213,17 @@ def splice(run_dir: Path, source_dir: Path, method: str, settings: Settings) -> 
         "scores_taken": scored,
         "rows_before": str(aside.relative_to(run_dir)),
         "method_options_before": old,
+        **({"route_before": old_route, "route": route} if route != old_route else {}),
         "git": git_commit(),
     }
     rewrite_jsonl(run_dir / ANSWERS, answers)
     rewrite_jsonl(run_dir / SCORES, scores)
-    run_m["fingerprint"] = {**run_m.get("fingerprint", {}), "method": new}
+    fingerprint = {k: v for k, v in run_m.get("fingerprint", {}).items() if k != "route"}
+    run_m["fingerprint"] = {
+        **fingerprint,
+        "method": new,
+        **({"route": route} if route != "labels" else {}),
+    }
     run_m.setdefault("splices", []).append(record)
     save_manifest(run_dir, run_m)
     return record

@@ -94,7 +94,7 @@ def test_splice_takes_the_affected_types_and_removes_what_the_source_lacks(
             {"judge": {"protocol": "pairwise"}},
             DRAFT_ALL,
             DRAFT_REASON,
-            "more than method options: judge",
+            "more than method options and routing: judge",
         ),
         ({}, {**DEFAULT, "own_knowledge": "allow"}, DRAFT_REASON, "own_knowledge='allow'"),
         ({}, {**DRAFT_ALL, "own_knowledge_types": ["DEBATE"]}, DRAFT_REASON, "answered REASON"),
@@ -125,7 +125,67 @@ def test_splice_refuses_what_would_mix_answers(
 def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
     reason = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON"]}
     assert affected_types(DEFAULT, reason) == {"REASON"}
-    assert affected_types(DRAFT_ALL, reason) == set(TYPED_TYPES)
+    # REASON keeps its draft; the other types lose theirs.
+    assert affected_types(DRAFT_ALL, reason) == set(TYPED_TYPES) - {"REASON"}
+    assert affected_types(DRAFT_ALL, {**DRAFT_ALL, "own_knowledge": "allow"}) == set(TYPED_TYPES)
     assert affected_types(reason, reason) == set()
     # Off with a different type list answers exactly like off.
     assert affected_types(DEFAULT, {**DEFAULT, "own_knowledge_types": ["REASON"]}) == set()
+
+
+def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``eval.route=labels-factoid``: the questions the classifier is confident are FACTOID
+    change route whatever their label; the others keep their answers."""
+    from typed_rag.classifier.base import TypePrediction
+    from typed_rag.types import QuestionType
+
+    def classify(questions: list[str]) -> list[TypePrediction | None]:
+        return [
+            TypePrediction(QuestionType.FACTOID, {}, confident=not q.startswith("unsure"))
+            if "what" in q
+            else None
+            for q in questions
+        ]
+
+    monkeypatch.setattr("cli.evaluation._classify", lambda settings: classify)
+    draft = ["--set", "method.own_knowledge=draft", "--set", "method.own_knowledge_types=REASON"]
+    reason = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON"]}
+    factoid = {**reason, "own_knowledge_types": ["REASON", "FACTOID"]}
+    asked = {"q1": "what is it", "q2": "why is it", "q3": "unsure what", "q4": "what else"}
+    old = [
+        _row("typed-rag", q, t, route=t, question=asked[q], answer="old")
+        for q, t in (("q1", "DEBATE"), ("q2", "REASON"), ("q3", "DEBATE"), ("q4", "REASON"))
+    ]
+    run = _run(tmp_path / "run", reason, old, [{**r, "rank": 3} for r in old])
+    new = [
+        _row("typed-rag", "q1", "DEBATE", route="FACTOID", question=asked["q1"], answer="new"),
+        _row("typed-rag", "q3", "DEBATE", route="DEBATE", question=asked["q3"], answer="same"),
+    ]
+    src = _run(tmp_path / "src", factoid, new, [{**new[0], "rank": 1}], route="labels-factoid")
+    settings = [*draft, "--set", "method.own_knowledge_types=REASON,FACTOID"]
+    routed = [*settings, "--set", "eval.route=labels-factoid"]
+
+    # Without the route the source's FACTOID answers cannot be the run's.
+    assert main([*settings, "eval", "splice", str(run), "--from", str(src)]) == 2
+    assert main([*routed, "eval", "splice", str(run), "--from", str(src)]) == 0
+    rows = {r["question_id"]: r for r in _read(run / "answers.jsonl")}
+    # q1 moves (taken from the source), q4 moves (not in the source: answered next run),
+    # q3 (not confident) and q2 (not FACTOID) keep their answers.
+    assert {q: r["answer"] for q, r in rows.items()} == {"q1": "new", "q2": "old", "q3": "old"}
+    assert {r["question_id"]: r["rank"] for r in _read(run / "scores.jsonl")} == {
+        "q1": 1,
+        "q2": 3,
+        "q3": 3,
+    }
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["fingerprint"]["route"] == "labels-factoid"
+    assert manifest["fingerprint"]["method"]["own_knowledge_types"] == ["REASON", "FACTOID"]
+    record = manifest["splices"][0]
+    assert (record["types"], record["answers_taken"], record["answers_removed"]) == (
+        ["FACTOID"],
+        1,
+        1,
+    )
+    assert (record["route_before"], record["route"]) == ("labels", "labels-factoid")
