@@ -35,13 +35,14 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
 # "fast" (issue 14; the default): the improved set with extracted sub-answers, so a
 # decomposed question costs two generations (plan, final answer) like the keyword pipelines,
 # and a closed-book draft for REASON questions, one short round more (measured on 129 + 55
-# REASON questions, docs/method-options.md).
+# REASON questions, docs/method-options.md), and for the factoid route (factual questions:
+# measured on 66 headline questions, results/method/factoid-route).
 METHOD_PROFILES["fast"] = {
     **METHOD_PROFILES["improved"],
     "sub_answers": "extract",
     "grounded_aggregation": False,
     "own_knowledge": "draft",
-    "own_knowledge_types": ["REASON"],
+    "own_knowledge_types": ["REASON", "FACTOID"],
 }
 
 
