@@ -115,11 +115,13 @@ def check_output_schema(schema: dict[str, Any] | None) -> None:
     if schema is None:
         return
     try:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf  # heavy: llama_cpp
-    except ImportError:  # no llama.cpp here: the engine in use checks it
+        import llama_cpp.llama_grammar  # noqa: F401 - heavy; absent: the engine in use checks it
+
+        from typed_rag.engines.grammar import gbnf_of_schema
+    except ImportError:
         return
     try:
-        json_schema_to_gbnf(json.dumps(schema))
+        gbnf_of_schema(json.dumps(schema))
     except Exception as exc:  # noqa: BLE001 - any converter failure is the schema's fault
         raise errors.bad_request(
             f"response_format.json_schema.schema cannot be used for decoding: {exc}",

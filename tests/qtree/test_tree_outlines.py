@@ -140,6 +140,18 @@ def test_parse_outlines_wants_distinct_valid_candidates(tree: QTree) -> None:
     assert outline_schema()["properties"]["outlines"]["minItems"] == 3
 
 
+def test_every_qtree_schema_is_a_grammar_llama_cpp_can_parse(tree: QTree) -> None:
+    """A ``\\d`` in the outline pattern once made every outline request of `qtree build`
+    fail on llama.cpp; the outline ids are now the tree's own (an enum)."""
+    pytest.importorskip("llama_cpp")
+    from typed_rag.engines.grammar import gbnf_of_schema
+
+    by_tree = outline_schema(node_ids=list(tree))
+    assert by_tree["properties"]["outlines"]["items"]["items"]["enum"][:2] == ["1", "1.1"]
+    for schema in (tree_schema(), instruction_schema(5), outline_schema(), by_tree):
+        assert "root ::=" in gbnf_of_schema(json.dumps(schema))
+
+
 def test_outline_prompt_states_the_rule_and_shows_the_tree(tree: QTree) -> None:
     user = outline_messages(tree, "Tea? Skip 1.2.", "1.2", "exclude")[-1]["content"]
     assert "must not contain (nor anything below) node 1.2" in user

@@ -206,6 +206,11 @@ def test_response_format_json_schema(srv: LiveServer, engine: CuttingEngine) -> 
     err = assert_openai_error(post(srv, response_format={"type": "json_schema"}), 400)
     assert err["param"] == "response_format.json_schema"
     assert_openai_error(post(srv, response_format={"type": "yaml"}), 400)
+    # a regex escape llama.cpp's grammars lack: a clear 400, not a crashed server
+    digits = {"type": "object", "properties": {"n": {"type": "string", "pattern": "^\\d+$"}}}
+    bad = {"type": "json_schema", "json_schema": {"name": "n", "schema": digits}}
+    err = assert_openai_error(post(srv, response_format=bad), 400)
+    assert err["param"] == "response_format.json_schema.schema" and "[0-9]" in err["message"]
 
 
 def test_finish_reason_is_length_when_max_tokens_cut_the_answer(srv: LiveServer) -> None:

@@ -41,7 +41,8 @@ from typed_rag.engines.base import (
     EngineError,
     StreamDelta,
 )
-from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, grammar, post, resolve
+from typed_rag.engines.grammar import grammar
+from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, post, resolve
 from typed_rag.engines.prompt_cache import (
     PromptCache,
     aligned_blocks,

@@ -12,7 +12,6 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 DeltaSink = Callable[[str], None]
@@ -78,11 +77,3 @@ def default_threads() -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpus = cpus or 1
     return max(1, cpus // 2) if cpus > 2 else cpus
-
-
-@lru_cache(maxsize=64)
-def grammar(schema_json: str) -> Any:
-    """The llama.cpp grammar of a JSON schema (compiled once per schema)."""
-    from llama_cpp import LlamaGrammar  # heavy: llama_cpp
-
-    return LlamaGrammar.from_json_schema(schema_json, verbose=False)

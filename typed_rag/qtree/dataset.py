@@ -261,7 +261,7 @@ class QTreeBuilder:
             self._request(
                 outline_messages(it.tree, it.conditioned[attempt], it.background, it.intent,
                                  c.n_outlines, c.outline_size),
-                outline_schema(c.n_outlines, c.outline_size), c.max_tokens,
+                outline_schema(c.n_outlines, c.outline_size, list(it.tree)), c.max_tokens,
             )
             for it in live
         ]  # fmt: skip

@@ -27,9 +27,21 @@ OUTLINE_SIZE = 4
 N_CANDIDATES = 3
 
 
-def outline_schema(n: int = N_CANDIDATES, size: int = OUTLINE_SIZE) -> dict[str, Any]:
-    """``{"outlines": [[node id, ...], ...]}``: ``n`` lists of ``size`` ids (longer ones are trimmed)."""
-    ids = {"type": "array", "items": {"type": "string", "pattern": r"^\d+(\.\d+)*$"}}
+def outline_schema(
+    n: int = N_CANDIDATES, size: int = OUTLINE_SIZE, node_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """``{"outlines": [[node id, ...], ...]}``: ``n`` lists of ``size`` ids (longer ones are trimmed).
+
+    With the tree's ``node_ids`` an id must be one of them (an enum); otherwise any
+    dotted number. The pattern spells digits as ``[0-9]``: llama.cpp's schema-to-grammar
+    converter rejects ``\\d`` ("unknown escape"), which made every outline request fail.
+    """
+    item: dict[str, Any] = (
+        {"type": "string", "enum": list(node_ids)}
+        if node_ids
+        else {"type": "string", "pattern": r"^[0-9]+([.][0-9]+)*$"}
+    )
+    ids = {"type": "array", "items": item}
     return {
         "title": "qtree_outlines",
         "type": "object",
