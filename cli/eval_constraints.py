@@ -65,7 +65,10 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, required=True, help="run directory (created or resumed)")
     p.add_argument(
-        "--arms", default="off,cue", help="comma list of off,cue,always (default off,cue)"
+        "--arms",
+        default="off,cue",
+        help="comma list of off,cue,always,outline (default off,cue); the first is the "
+        "baseline of the paired differences",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")

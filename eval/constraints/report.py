@@ -2,7 +2,7 @@
 
 Per arm: include-covered rate, exclude-avoided rate, the share of answers
 that satisfy every constraint ("both ok"), each with a bootstrap 95% CI, the
-paired difference to the first arm, how often the feature detected the set's
+paired differences between every two arms, how often the feature detected the set's
 constraints, and latency and tokens per answer. Written as report.md and
 report.json; reading never changes the run.
 """
@@ -135,32 +135,34 @@ def build_constraints_report(run_dir: Path, settings: Settings) -> dict[str, Any
         cell["per_type"] = per_type
         per_arm[arm] = cell
 
-    paired: dict[str, Any] = {}
-    if arms:
-        base = arms[0]
-        for arm in arms[1:]:
-            common = sorted(set(ok_by_arm[base]) & set(ok_by_arm[arm]))
-            paired[arm] = {
-                "baseline": base,
-                "n": len(common),
-                **{
-                    m: estimate(
-                        [
-                            float(ok_by_arm[arm][q][m]) - float(ok_by_arm[base][q][m])
-                            for q in common
-                        ],
-                        n_boot=n_boot,
-                        seed=seed,
-                    ).to_dict()
-                    for m in METRICS
-                },
-            }
+    def paired_diff(arm: str, base: str) -> dict[str, Any]:
+        common = sorted(set(ok_by_arm[base]) & set(ok_by_arm[arm]))
+        return {
+            "baseline": base,
+            "n": len(common),
+            **{
+                m: estimate(
+                    [float(ok_by_arm[arm][q][m]) - float(ok_by_arm[base][q][m]) for q in common],
+                    n_boot=n_boot,
+                    seed=seed,
+                ).to_dict()
+                for m in METRICS
+            },
+        }
+
+    # each arm against the first, and every pair (later arm - earlier arm), e.g.
+    # outline - cue: outline-guided answering against the constraint mode it extends
+    paired = {arm: paired_diff(arm, arms[0]) for arm in arms[1:]}
+    pairs = [
+        {"arm": arm, **paired_diff(arm, base)} for i, arm in enumerate(arms) for base in arms[:i]
+    ]
     return {
         "set_items": len(set_items),
         "generator": manifest.get("generator"),
         "judge": (manifest.get("scorer") or {}).get("name"),
         "arms": per_arm,
         "paired": paired,
+        "pairs": pairs,
         "bootstrap": n_boot,
     }
 
@@ -217,18 +219,19 @@ def render_constraints_report(report: Mapping[str, Any]) -> str:
         lines.append(
             f"| {arm} | {_share(lex.get('include_named'))} | {_share(lex.get('exclude_named'))} |"
         )
-    if report["paired"]:
+    pairs = report.get("pairs") or [{"arm": a, **p} for a, p in report["paired"].items()]
+    if pairs:
         lines += [
             "",
-            "Paired difference to the first arm, over questions judged in both "
+            "Paired differences between arms, over questions judged in both "
             "(percentage points, 95% CI):",
             "",
             "| arm - baseline | n | include covered | exclude avoided | both ok |",
             "|---|---:|---|---|---|",
         ]
-        for arm, p in report["paired"].items():
+        for p in pairs:
             lines.append(
-                f"| {arm} - {p['baseline']} | {p['n']} | "
+                f"| {p['arm']} - {p['baseline']} | {p['n']} | "
                 + " | ".join(_pct(p[m]) for m in METRICS)
                 + " |"
             )

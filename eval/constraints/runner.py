@@ -1,6 +1,7 @@
 """The resumable run: every arm answers the set, then the judge grades every answer.
 
-Per arm (``constraints.mode`` off / cue / always), Typed-RAG answers every
+Per arm (``constraints.mode`` off / cue / always, or ``outline``: cue with QTREE
+outline-guided answering), Typed-RAG answers every
 conditioned question; answers go to ``answers.jsonl`` keyed by (arm,
 question_id) with the full trace, including what the feature detected. All
 arms answer before the judge is loaded, and a rerun of the same directory
@@ -42,7 +43,7 @@ from typed_rag.system import TypedRAG
 # Named as before the split into a package, so log lines read the same.
 log = logging.getLogger("eval.constraints")
 
-ARMS: tuple[str, ...] = ("off", "cue", "always")
+ARMS: tuple[str, ...] = ("off", "cue", "always", "outline")
 ANSWERS = "answers.jsonl"
 JUDGEMENTS = "judgements.jsonl"
 ERRORS = "errors.jsonl"
@@ -50,13 +51,20 @@ SET_COPY = "set.jsonl"
 
 
 def parse_arms(value: str | Sequence[str]) -> list[str]:
-    return parse_choices(value, ARMS, "arm", " (values of constraints.mode)")
+    return parse_choices(value, ARMS, "arm", " (values of constraints.mode, or outline)")
 
 
 def arm_settings(settings: Settings, arm: str) -> Settings:
-    """``settings`` with ``constraints.mode`` set to the arm."""
+    """``settings`` with ``constraints.mode`` set to the arm.
+
+    ``outline`` is the ``cue`` detector with ``constraints.outline`` on: a detected
+    question is answered from a planner's outline instead of the typed plan.
+    """
+    update = (
+        {"mode": "cue", "outline": True} if arm == "outline" else {"mode": arm, "outline": False}
+    )
     return settings.model_copy(
-        update={"constraints": settings.constraints.model_copy(update={"mode": arm})}
+        update={"constraints": settings.constraints.model_copy(update=update)}
     )
 
 

@@ -29,6 +29,7 @@ from eval.constraints import (
     ConstraintItem,
     ConstraintRunner,
     SharedTypedRAG,
+    arm_settings,
     build_constraint_set,
     build_constraints_report,
     candidate_order,
@@ -442,7 +443,7 @@ class StandInAnswerers:
 
     async def get(self, settings: Settings) -> ArmStandIn:
         mode = settings.constraints.mode
-        self.got.append(mode)
+        self.got.append("outline" if settings.constraints.outline else mode)
         return ArmStandIn(settings, self.items, self.asked, mode in self.fail_arms)
 
     async def close(self) -> None:
@@ -488,6 +489,42 @@ async def test_run_answers_each_arm_then_judges_and_reports(
         in md
     )
     assert "| cue - off | 4 |" in md and "| REASON | 0.0 (2) | 100.0 (2) |" in md
+
+
+async def test_outline_arm_is_cue_with_outlines_and_every_pair_is_reported(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    items = make_items(4)
+    answerers = StandInAnswerers(items)
+    runner = ConstraintRunner(
+        eval_settings,
+        tmp_path / "run",
+        answerers=answerers,
+        scorer_engine=FakeEngine(judge_responder(COMPLIANCE)),
+        progress=False,
+    )
+    await runner.run(items, parse_arms("cue,outline,off"))
+    assert answerers.got == ["cue", "outline", "off"]
+    outline = arm_settings(eval_settings, "outline").constraints
+    assert outline.mode == "cue" and outline.outline
+    assert not arm_settings(outline_settings(eval_settings), "cue").constraints.outline
+
+    write_constraints_report(tmp_path / "run", eval_settings)
+    rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    pairs = {(p["arm"], p["baseline"]): p for p in rep["pairs"]}
+    assert set(pairs) == {("cue", "off"), ("outline", "off"), ("outline", "cue")}
+    assert pairs[("outline", "cue")]["both_ok"]["mean"] == 0.0
+    assert (
+        pairs[("outline", "off")]["both_ok"]["mean"] == 1.0 and pairs[("outline", "off")]["n"] == 4
+    )
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "| outline - cue | 4 |" in md and "| outline - off | 4 |" in md
+
+
+def outline_settings(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={"constraints": settings.constraints.model_copy(update={"outline": True})}
+    )
 
 
 async def test_interrupted_run_resumes_without_recomputing(
