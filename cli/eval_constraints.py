@@ -67,8 +67,8 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--arms",
         default="off,cue",
-        help="comma list of off,cue,always,outline (default off,cue); the first is the "
-        "baseline of the paired differences",
+        help="comma list of off,cue,always,outline (default off,cue); the report pairs "
+        "every two arms",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")

@@ -219,7 +219,7 @@ def render_constraints_report(report: Mapping[str, Any]) -> str:
         lines.append(
             f"| {arm} | {_share(lex.get('include_named'))} | {_share(lex.get('exclude_named'))} |"
         )
-    pairs = report.get("pairs") or [{"arm": a, **p} for a, p in report["paired"].items()]
+    pairs = report["pairs"]
     if pairs:
         lines += [
             "",
