@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from eval.constraints.dataset import load_set
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
@@ -23,6 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder (JSONL files)")
     p.add_argument("--first", type=int, default=200, help="the first N of a seeded shuffle")
     p.add_argument("--seed", type=int, default=42, help="the shuffle of the questions")
+    p.add_argument(
+        "--conditioned",
+        type=Path,
+        help="also a coverage-conditioned set (from `eval constraints-set`), built first; its "
+        "questions keep their own coverage request, so no instructions are generated for them",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=QTreeConfig.chunk,
+        help="questions per engine batch; results are saved after each, so an interrupted "
+        "build loses at most one chunk",
+    )
     data_args(p)
     scorer_args(p, "tree writer and outline judge")
     p.set_defaults(func=cmd_build)
@@ -42,17 +56,37 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
-    records = list(load_data(args, settings).records)
-    random.Random(args.seed).shuffle(records)
-    questions = [
-        QTreeQuestion(r.question_id, r.question, source=r.subset) for r in records[: args.first]
-    ]
+    if args.chunk < 1:
+        raise UserError(f"--chunk must be at least 1, got {args.chunk}")
+    if args.first < 0:
+        raise UserError(f"--first must be 0 or more, got {args.first}")
+    questions: list[QTreeQuestion] = []
+    if args.conditioned is not None:
+        questions += [
+            QTreeQuestion(
+                it.question_id, it.question, source=it.subset,
+                conditioned_question=it.conditioned_question,
+            )
+            for it in load_set(args.conditioned)
+        ]  # fmt: skip
+    if args.first:
+        records = list(load_data(args, settings).records)
+        random.Random(args.seed).shuffle(records)
+        taken = {q.question_id for q in questions}
+        questions += [
+            QTreeQuestion(r.question_id, r.question, source=r.subset)
+            for r in records[: args.first]
+            if r.question_id not in taken
+        ]
+    if not questions:
+        raise UserError("no questions: give --first N (Wiki-NFQA) and/or --conditioned FILE")
     scorer = scorer_settings_for(settings, args)
     engine = engines.build_engine(scorer)
+    config = QTreeConfig(chunk=args.chunk)
 
     async def go() -> object:
         async with engine:
-            return await build_qtree_dataset(engine, questions, args.out, QTreeConfig())
+            return await build_qtree_dataset(engine, questions, args.out, config)
 
     stats = asyncio.run(go())
     print(f"{stats}\nwrote {write_summary(args.out)}")

@@ -93,6 +93,8 @@ async def test_failures_are_stored_with_their_reason_and_not_retried(tmp_path: P
     trees = read_jsonl(tmp_path / TREES)
     assert all(t["status"].startswith("the question has 1 children") for t in trees)
     assert [r["status"] for r in read_jsonl(tmp_path / DATASET)] == ["no-tree", "no-tree"]
+    s = summarize(tmp_path)
+    assert s["questions"] == 2 and s["n"] == 0  # the size counts judged questions only
     again = engine()
     await build_qtree_dataset(again, QUESTIONS[:2], tmp_path, cfg)
     assert again.calls == []
@@ -116,7 +118,7 @@ async def test_outline_failure_moves_on_to_the_next_instruction(tmp_path: Path) 
 async def test_summary_and_training_examples(tmp_path: Path) -> None:
     await build_qtree_dataset(engine(), QUESTIONS, tmp_path)
     s = summarize(tmp_path)
-    assert s["questions"] == s["judged"] == 3 and s["outlines"] == 9
+    assert s["n"] == s["questions"] == s["judged"] == 3 and s["outlines"] == 9
     assert sum(s["score_histogram"].values()) == 9
     assert s["intents"]["given"] == 1 and s["sources"] == {"wikinfqa": 2, "constraints": 1}
     path = write_summary(tmp_path, tmp_path / "out" / "summary.json")

@@ -73,7 +73,7 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def summarize(dataset_dir: Path) -> dict[str, Any]:
-    """Counts per status, source and intent; score histogram; best/worst means; pair count."""
+    """Judged questions (``n``); counts per status, source and intent; score histogram; best/worst means; pair count."""
     d = Path(dataset_dir)
     records = read_jsonl(d / DATASET)
     ok = [r for r in records if r.get("status") == OK and r.get("outlines")]
@@ -81,6 +81,7 @@ def summarize(dataset_dir: Path) -> dict[str, Any]:
     best = [r["outlines"][r["best"]]["score"] for r in ok]
     worst = [r["outlines"][r["worst"]]["score"] for r in ok]
     return {
+        "n": len(ok),  # questions with judged outlines: what the dataset's size means
         "questions": len(records),
         "judged": len(ok),
         "status": dict(Counter(r.get("status", "?") for r in records).most_common()),
