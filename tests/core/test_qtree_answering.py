@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
 from typed_rag.qtree.planner import format_target, parse_planner_output
 from typed_rag.qtree.prompts import planner_messages
+from typed_rag.qtree.tree import TreeError
 from typed_rag.types import QuestionType as T
 
 Q = "Why do leaves change color in autumn? Skip chlorophyll, I want the pigments."
@@ -42,6 +45,32 @@ def test_planner_target_round_trips_through_the_parser() -> None:
     assert parse_planner_output(text) == [line.split(". ", 1)[1] for line in OUTLINE]
     assert parse_planner_output("Outline:\n- a?\n- a?\n- b?") == ["a?", "b?"]
     assert "Request: " + Q in planner_messages(Q)[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "queries"),
+    [  # shapes the prompted 1.5B planner wrote in the outline-vs-cue run
+        (
+            "Outline:\n1. 1.1. Where is it?\n2. 1.1.1. Which country?",
+            ["Where is it?", "Which country?"],
+        ),
+        ("Outline:\n**1.1. Where is it?**\n- `1.2` When?", ["Where is it?", "When?"]),
+        (
+            "Outline: 1. Where was it? 2. When did it end? 3) Why?",
+            ["Where was it?", "When did it end?", "Why?"],
+        ),
+        ("Outline:\n1.1.\n1.1.1.\n1.2. Real query 2.5 times?", ["Real query 2.5 times?"]),
+    ],
+)
+def test_planner_parser_takes_the_queries_out_of_untidy_replies(
+    reply: str, queries: list[str]
+) -> None:
+    assert parse_planner_output(reply) == queries
+
+
+def test_planner_reply_with_only_numbers_has_no_outline() -> None:
+    with pytest.raises(TreeError, match="empty"):
+        parse_planner_output("Outline:\n1.1.\n1.1.1.\n")
 
 
 async def test_outline_drives_retrieval_and_the_answer(make_rag, settings, retriever) -> None:

@@ -29,7 +29,12 @@ from typed_rag.qtree.tree import TreeError, node_sort_key
 
 OUTLINE_MARK = "Outline:"
 META = "planner.json"
-_ITEM = re.compile(r"^\s*(?:[-*]\s*)?(?:(\d+(?:\.\d+)*)\.?\s+)?(.+?)\s*$")
+# Markup a small model wraps items in, and the numbering in front of them ("1.", "- 1.1.",
+# "1. 1.1." when it numbers the outline and keeps the node ids too).
+_MARKUP = re.compile(r"\*\*|__|`")
+_LEAD = re.compile(r"^\s*(?:[-*+]\s+|(?:\d+(?:\.\d+)*[.)]?(?:\s+|$)))+")
+# Several numbered items run together on one line: "Where? 2. When? 3. How?".
+_RUN_ON = re.compile(r"(?<=[?.!])\s+(?=\d+(?:\.\d+)*[.)]\s)")
 
 
 def format_target(tree: dict[str, str], outline: Sequence[str], with_tree: bool = True) -> str:
@@ -44,16 +49,19 @@ def format_target(tree: dict[str, str], outline: Sequence[str], with_tree: bool 
 
 
 def parse_planner_output(text: str, size: int = OUTLINE_SIZE) -> list[str]:
-    """The outline's sub-queries (numbering removed), at most ``size``; :class:`TreeError` if none."""
+    """The outline's sub-queries (numbering and markup removed), at most ``size``.
+
+    :class:`TreeError` if none. One query per line, or several numbered ones run
+    together on a line, which the prompted 1.5B planner writes.
+    """
     cut = text.rfind(OUTLINE_MARK)
     if cut < 0:
         raise TreeError("planner reply has no outline")
     out: list[str] = []
     for line in text[cut + len(OUTLINE_MARK) :].splitlines():
-        m = _ITEM.match(line)
-        if m and m.group(2).strip():
-            query = m.group(2).strip()
-            if query not in out:
+        for item in _RUN_ON.split(_MARKUP.sub("", line)):
+            query = _LEAD.sub("", item).strip()
+            if query and query not in out:
                 out.append(query)
     if not out:
         raise TreeError("planner outline is empty")
