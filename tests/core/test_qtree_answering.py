@@ -8,6 +8,7 @@ import pytest
 
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
+from typed_rag.qtree.answering import OUTLINE_TOKENS
 from typed_rag.qtree.planner import format_target, parse_planner_output
 from typed_rag.qtree.prompts import planner_messages
 from typed_rag.qtree.tree import TreeError
@@ -85,7 +86,7 @@ async def test_outline_drives_retrieval_and_the_answer(make_rag, settings, retri
     assert [c.step for c in result.calls] == ["constraints", "outline", "answer"]
     planner_req = engine.batches[1][0]
     assert "Request: " + Q in planner_req.messages[-1]["content"]  # sees the instruction
-    assert planner_req.max_tokens >= 2048
+    assert planner_req.max_tokens == OUTLINE_TOKENS > settings.sampling.plan_max_tokens
     searched = [q for qs, _ in retriever.searches for q in qs]
     assert searched == queries
     final = engine.batches[2][0].messages[-1]["content"]
