@@ -70,7 +70,14 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
         help="comma list of off,cue,always,outline (default off,cue); the report pairs "
         "every two arms",
     )
+    p.add_argument(
+        "--linkage",
+        action="store_true",
+        help="also rank every answer among its base question's Wiki-NFQA references with the "
+        "LINKAGE judge (eval.judge_protocol), paired between arms in the report",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    data_args(p)
     scorer_args(p, "judge")
     p.set_defaults(func=cmd_constraints_run)
 
@@ -153,13 +160,14 @@ def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
     scorer = scorer_settings_for(settings, args)
     warn_if_self_judged(settings, scorer, "judge")
     run_dir: Path = args.out
+    subsets = {it.subset for it in items}
     constraints.check_run_set(run_dir, args.set)
     write_manifest(
         run_dir,
         settings.model_copy(update={"mode": "typed-rag"}),
         scorer,
         methods=arms,
-        subsets=sorted({it.subset for it in items}),
+        subsets=sorted(subsets),
         question_ids=[it.question_id for it in items],
         options={
             "kind": "constraints",
@@ -175,6 +183,12 @@ def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
     def make_judge() -> Any:
         return engines.build_engine(scorer)
 
+    references = None
+    if args.linkage:  # only the set's subsets, unless --subsets names others
+        if args.subsets == "all":
+            args = argparse.Namespace(**{**vars(args), "subsets": ",".join(sorted(subsets))})
+        references = {r.question_id: r for r in load_data(args, settings).records}
+
     runner = constraints.ConstraintRunner(
         settings,
         run_dir,
@@ -182,6 +196,7 @@ def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
         scorer_engine=make_judge,
         scorer_settings=scorer,
         progress=not args.no_progress,
+        references=references,
     )
     try:
         stats = asyncio.run(runner.run(items, arms))
@@ -196,6 +211,8 @@ def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"answers {arm}: {c.computed} new, {c.done_before} resumed, {c.failed} failed")
     j = stats.judgements
     print(f"judgements: {j.computed} new, {j.done_before} resumed, {j.failed} never parsed")
+    if stats.linkage is not None:
+        print(f"linkage: {stats.linkage.computed} new, {stats.linkage.done_before} resumed")
     md, _ = constraints.write_constraints_report(run_dir, settings)
     print(md.read_text(encoding="utf-8"))
     print(f"report: {md}")

@@ -3,8 +3,9 @@
 Per arm: include-covered rate, exclude-avoided rate, the share of answers
 that satisfy every constraint ("both ok"), each with a bootstrap 95% CI, the
 paired differences between every two arms, how often the feature detected the set's
-constraints, and latency and tokens per answer. Written as report.md and
-report.json; reading never changes the run.
+constraints, and latency and tokens per answer; where the run ranked its
+answers with LINKAGE, MRR/MPR per arm and their paired differences. Written as
+report.md and report.json; reading never changes the run.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from eval.constraints.runner import (
     ARMS,
     ERRORS,
     JUDGEMENTS,
+    LINKAGE,
     SET_COPY,
     arm_question_key,
 )
 from eval.constraints.topics import topics_overlap
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
 from eval.metrics import estimate
+from eval.paired import ALL, pair_rows, row_scores
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
 from typed_rag.errors import UserError
@@ -163,8 +166,39 @@ def build_constraints_report(run_dir: Path, settings: Settings) -> dict[str, Any
         "arms": per_arm,
         "paired": paired,
         "pairs": pairs,
+        "linkage": linkage_summary(run_dir, arms, n_boot, seed),
         "bootstrap": n_boot,
     }
+
+
+def linkage_summary(run_dir: Path, arms: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
+    """MRR/MPR per arm and paired differences (later arm - earlier) from ``linkage.jsonl``."""
+    rows = list(JsonlStore(run_dir / LINKAGE, key=arm_question_key, readonly=True))
+    scores: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
+    meta: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        val = row_scores(row)
+        if val is not None:
+            scores[row["arm"]][str(row["question_id"])] = val
+            meta.setdefault(str(row["question_id"]), row)
+    ranked = [a for a in arms if scores[a]]
+    per_arm = {
+        arm: {
+            "n": len(scores[arm]),
+            "mrr": estimate([v[0] for v in scores[arm].values()], n_boot, seed).to_dict(),
+            "mpr": estimate([v[1] for v in scores[arm].values()], n_boot, seed).to_dict(),
+        }
+        for arm in ranked
+    }
+    pairs = [
+        row
+        for i, arm in enumerate(ranked)
+        for base in ranked[:i]
+        for row in pair_rows(arm, base, scores[arm], scores[base], meta, n_boot, seed)
+        if row["subset"] == ALL
+    ]
+    judges = sorted({str(r.get("scorer")) for r in rows})
+    return {"judge": judges, "arms": per_arm, "pairs": pairs}
 
 
 def _pct(est: Mapping[str, Any] | None, ci: bool = True) -> str:
@@ -235,6 +269,7 @@ def render_constraints_report(report: Mapping[str, Any]) -> str:
                 + " | ".join(_pct(p[m]) for m in METRICS)
                 + " |"
             )
+    lines += _linkage_lines(report.get("linkage") or {})
     types = [
         t
         for t in [*REPORT_TYPE_ORDER, UNLABELLED]
@@ -268,6 +303,35 @@ def render_constraints_report(report: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _linkage_lines(linkage: Mapping[str, Any]) -> list[str]:
+    if not linkage.get("arms"):
+        return []
+    lines = [
+        "",
+        "Answer quality: LINKAGE rank of each answer among the base question's graded "
+        f"references (judge {', '.join(linkage['judge'])}; MRR, MPR in %, 95% CI):",
+        "",
+        "| arm | n | MRR | MPR |",
+        "|---|---:|---|---|",
+    ]
+    for arm, c in linkage["arms"].items():
+        mrr, mpr = c["mrr"], c["mpr"]
+        lines.append(
+            f"| {arm} | {c['n']} | {mrr['mean']:.3f} [{mrr['low']:.3f}, {mrr['high']:.3f}] | "
+            f"{mpr['mean']:.1f} [{mpr['low']:.1f}, {mpr['high']:.1f}] |"
+        )
+    if linkage["pairs"]:
+        lines += ["", "| arm - baseline | n | MRR diff | MPR diff |", "|---|---:|---|---|"]
+        for p in linkage["pairs"]:
+            lo, hi = p["mrr_ci"]
+            plo, phi = p["mpr_ci"]
+            lines.append(
+                f"| {p['a']} - {p['b']} | {p['n']} | {p['mrr_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
+                f"| {p['mpr_diff']:+.1f} [{plo:+.1f}, {phi:+.1f}] |"
+            )
+    return lines
 
 
 def write_constraints_report(

@@ -5,7 +5,10 @@ outline-guided answering), Typed-RAG answers every
 conditioned question; answers go to ``answers.jsonl`` keyed by (arm,
 question_id) with the full trace, including what the feature detected. All
 arms answer before the judge is loaded, and a rerun of the same directory
-only does what is missing.
+only does what is missing. Given the questions' Wiki-NFQA records, every
+answer is also ranked against the base question's graded references with the
+run's LINKAGE judge (``linkage.jsonl``), so the arms are compared on answer
+quality as well as on compliance.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from eval.batches import answer_each, result_dict
+from eval.batches import answer_each, result_dict, score_chunk
 from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
+from eval.labels import QuestionLabel
+from eval.linkage_prob import build_scorer
 from eval.manifest import scorer_name
 from eval.methods import parse_choices
 from eval.resume import (
@@ -34,6 +39,7 @@ from eval.resume import (
     split_pending,
     store_batch,
 )
+from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
@@ -46,6 +52,7 @@ log = logging.getLogger("eval.constraints")
 ARMS: tuple[str, ...] = ("off", "cue", "always", "outline")
 ANSWERS = "answers.jsonl"
 JUDGEMENTS = "judgements.jsonl"
+LINKAGE = "linkage.jsonl"
 ERRORS = "errors.jsonl"
 SET_COPY = "set.jsonl"
 
@@ -117,6 +124,7 @@ class SharedTypedRAG:
 class ConstraintRunStats:
     answers: dict[str, PhaseCounts] = field(default_factory=dict)
     judgements: PhaseCounts = field(default_factory=PhaseCounts)
+    linkage: PhaseCounts | None = None
 
 
 class ConstraintRunner:
@@ -131,6 +139,7 @@ class ConstraintRunner:
         scorer_engine: Engine | Callable[[], Any],
         scorer_settings: Settings | None = None,
         progress: bool = True,
+        references: Mapping[str, WikiNFQARecord] | None = None,
     ) -> None:
         self.settings = settings
         self.scorer_settings = scorer_settings or settings
@@ -141,12 +150,21 @@ class ConstraintRunner:
         self.progress = progress
         self.answers = JsonlStore(self.run_dir / ANSWERS, key=arm_question_key)
         self.judgements = JsonlStore(self.run_dir / JUDGEMENTS, key=arm_question_key)
+        self.references = references
+        self.linkage = JsonlStore(self.run_dir / LINKAGE, key=arm_question_key)
 
     def _bar(self, total: int, desc: str) -> tqdm:
         return progress_bar(total, desc, self.progress)
 
     async def run(self, items: Sequence[ConstraintItem], arms: Sequence[str]) -> ConstraintRunStats:
         stats = ConstraintRunStats()
+        if self.references is not None:  # before any answer: the ranking needs them all
+            missing = sorted({it.question_id for it in items} - set(self.references))
+            if missing:
+                raise UserError(
+                    f"{len(missing)} question(s) of the set are not in the Wiki-NFQA data given "
+                    f"(first: {missing[0]}); point --data-dir at the data the set was built from"
+                )
         try:  # every arm first, so the generator is closed before the judge is loaded
             for arm in arms:
                 stats.answers[arm] = await self._answer_arm(items, arm)
@@ -154,6 +172,8 @@ class ConstraintRunner:
             await self.answerers.close()
         try:
             stats.judgements = await self._judge(items, arms)
+            if self.references is not None:
+                stats.linkage = await self._rank(items, arms, self.references)
         finally:
             await self._scorer.close()
         return stats
@@ -277,6 +297,44 @@ class ConstraintRunner:
                         counts.failed += 1
                     rows.append(row)
                 self.judgements.append(rows)
+                counts.computed += len(rows)
+                bar.update(len(chunk))
+        return counts
+
+    async def _rank(
+        self,
+        items: Sequence[ConstraintItem],
+        arms: Sequence[str],
+        references: Mapping[str, WikiNFQARecord],
+    ) -> PhaseCounts:
+        """LINKAGE rows for answers not yet ranked, like ``eval run``'s scores.
+
+        The judge sees the base question (the references answer it, not the
+        coverage request), so this measures each arm's answer as an answer.
+        """
+        answered, counts = awaiting_judgement(
+            arms, items, lambda it: it.question_id, self.answers, self.linkage
+        )
+        if not answered:
+            return counts
+        scorer = build_scorer(await self._scorer.get(), self.settings, self.scorer_settings)
+        labels = {
+            it.question_id: QuestionLabel(it.question_id, it.subset, it.type, 1.0, True)
+            for it in items
+        }
+        todo = [(arm, references[it.question_id], a) for arm, it, a in answered]
+        size = max(1, self.settings.eval.score_batch_size)
+        name = scorer_name(self.scorer_settings)
+        with self._bar(len(todo), "linkage") as bar:
+            for start in range(0, len(todo), size):
+                chunk = todo[start : start + size]
+                rows = await score_chunk(
+                    scorer, chunk, self.settings.eval.reference_seed, name, labels,
+                    self.settings.eval.judge_citations == "strip",
+                )  # fmt: skip
+                for row in rows:
+                    row["arm"] = row["method"]
+                self.linkage.append(rows)
                 counts.computed += len(rows)
                 bar.update(len(chunk))
         return counts

@@ -19,6 +19,7 @@ from eval.constraints import (
     EMPTY_ANSWER,
     JUDGEMENTS,
     LENGTH_MISMATCH,
+    LINKAGE,
     NO_JSON,
     OVERLAPPING,
     SUBTOPICS_SCHEMA,
@@ -50,7 +51,7 @@ from eval.labels import QuestionLabel
 from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
 from tests.core.conftest import FixedClassifier, MemoryRetriever
 from typed_rag.config import Settings, load_settings
-from typed_rag.engines.base import ChatRequest
+from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
 from typed_rag.result import LLMCall, Result
@@ -521,6 +522,56 @@ async def test_outline_arm_is_cue_with_outlines_and_every_pair_is_reported(
     assert "| outline - cue | 4 |" in md and "| outline - off | 4 |" in md
 
 
+def linkage_chooser(req: ChoiceRequest) -> dict[str, float]:
+    """Relevance: yes. Rank: a COMPLY answer beats every reference, an IGNORE one is 2nd of 3."""
+    if req.choices == ("yes", "no"):
+        return {"yes": 1.0}
+    candidate = req.messages[-1]["content"]
+    return {"1": 1.0} if "COMPLY question" in candidate else {"2": 1.0}
+
+
+async def test_linkage_ranks_every_arm_among_the_base_questions_references(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    items = make_items(4)
+    refs = {it.question_id: WikiNFQARecord(it.subset, it.question_id, it.question,
+                                           ("best ref", "bad ref"), (3, 0)) for it in items}  # fmt: skip
+    engine = FakeEngine(judge_responder(COMPLIANCE), chooser=linkage_chooser)
+    run_dir = tmp_path / "run"
+
+    def runner(references: dict[str, WikiNFQARecord]) -> ConstraintRunner:
+        return ConstraintRunner(
+            eval_settings, run_dir, answerers=StandInAnswerers(items), scorer_engine=engine,
+            progress=False, references=references,
+        )  # fmt: skip
+
+    with pytest.raises(UserError, match="1 question.* not in the Wiki-NFQA data"):
+        await runner({k: v for k, v in refs.items() if k != "q2"}).run(items, ["off", "cue"])
+    assert not (run_dir / ANSWERS).exists()  # refused before answering anything
+
+    stats = await runner(refs).run(items, ["off", "cue"])
+    assert stats.linkage is not None and stats.linkage.computed == 8
+    asked = [c for c in engine.choice_calls if c.choices != ("yes", "no")]
+    assert len(asked) == 8
+    assert all("Question: question number" in c.messages[-1]["content"] for c in asked)
+    assert not any("Cover" in c.messages[-1]["content"].split("Answer")[0] for c in asked)
+    rows = lines(run_dir / LINKAGE)
+    assert {(r["arm"], r["rank"], r["type"]) for r in rows if r["question_id"] == "q0"} == {
+        ("off", 2, "REASON"),
+        ("cue", 1, "REASON"),
+    }
+    rep = build_constraints_report(run_dir, eval_settings)["linkage"]
+    assert rep["arms"]["cue"]["mrr"]["mean"] == 1.0 and rep["arms"]["off"]["mrr"]["mean"] == 0.5
+    (pair,) = rep["pairs"]
+    assert (pair["a"], pair["b"], pair["n"], pair["mrr_diff"]) == ("cue", "off", 4, 0.5)
+    write_constraints_report(run_dir, eval_settings)
+    assert "| cue - off | 4 | +0.500 [+0.500, +0.500]" in (run_dir / "report.md").read_text()
+
+    again = await runner(refs).run(items, ["off", "cue"])  # resumed: nothing ranked twice
+    assert again.linkage is not None and again.linkage.done_before == 8
+    assert again.linkage.computed == 0 and len(lines(run_dir / LINKAGE)) == 8
+
+
 def outline_settings(settings: Settings) -> Settings:
     return settings.model_copy(
         update={"constraints": settings.constraints.model_copy(update={"outline": True})}
@@ -721,6 +772,11 @@ def test_cli_builds_a_set_runs_it_and_reports(
     # a rerun resumes; a bad arm is a clear error
     assert main([*run, "--scorer-model", "judge", "--no-progress"]) == 0
     assert "answers off: 0 new, 3 resumed" in capsys.readouterr().out
+    # --linkage ranks the stored answers against the Wiki-NFQA references, nothing else
+    assert main([*run, "--scorer-model", "judge", "--no-progress", "--linkage"]) == 0
+    out = capsys.readouterr().out
+    assert "linkage: 6 new, 0 resumed" in out and "| cue - off | 3 |" in out
+    assert "Answer quality: LINKAGE rank" in out and seen == ["off", "cue"]
     assert main([*run, "--arms", "offf"]) == 2
     assert "unknown arm(s) offf" in capsys.readouterr().err
     assert main([*base, "eval", "constraints-report", str(run_dir)]) == 0
