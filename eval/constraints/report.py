@@ -197,7 +197,7 @@ def linkage_summary(run_dir: Path, arms: Sequence[str], n_boot: int, seed: int) 
         for row in pair_rows(arm, base, scores[arm], scores[base], meta, n_boot, seed)
         if row["subset"] == ALL
     ]
-    judges = sorted({str(r.get("scorer")) for r in rows})
+    judges = sorted({f"{r.get('scorer')}, {r.get('protocol')}" for r in rows})
     return {"judge": judges, "arms": per_arm, "pairs": pairs}
 
 
