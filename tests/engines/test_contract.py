@@ -90,6 +90,23 @@ async def test_json_schema_output_parses_and_matches(engine: Engine) -> None:
         jsonschema.validate(json.loads(res.text), SCHEMA)
 
 
+async def test_json_keys_come_in_the_schemas_order(engine: Engine) -> None:
+    """An object is written in the order its schema lists the keys, not alphabetically."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "zeta": {"type": "string", "enum": ["z"]},
+            "alpha": {"type": "string", "enum": ["a"]},
+        },
+        "required": ["zeta", "alpha"],
+        "additionalProperties": False,
+    }
+    (res,) = await engine.generate(
+        [ask("Reply with JSON.", json_schema=schema, max_tokens=160, seed=1)]
+    )
+    assert list(json.loads(res.text)) == ["zeta", "alpha"], res.text
+
+
 async def test_stream_deltas_join_to_final_text(engine: Engine) -> None:
     pieces: list[str] = []
     final = None

@@ -39,6 +39,24 @@ def test_regex_escapes_are_refused_with_the_class_to_write(pattern: str, escape:
     assert "write them as character classes" in str(info.value)
 
 
+def test_properties_are_written_in_the_schemas_order() -> None:
+    """The engine's grammar keeps the schema's key order (a parent before its children)."""
+    from typed_rag.engines.grammar import schema_grammar
+    from typed_rag.qtree.tree import tree_schema
+
+    schema = tree_schema(3, 2)
+    gbnf = gbnf_of_schema(json.dumps(schema))
+    item = next(line for line in gbnf.splitlines() if line.startswith("subqueries-item ::="))
+    assert item.index("question-kv") < item.index("children-kv")
+    reverse = {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "string"}},
+               "required": ["zeta", "alpha"]}  # fmt: skip
+    root = next(
+        line for line in gbnf_of_schema(json.dumps(reverse)).splitlines() if "root ::=" in line
+    )
+    assert root.index("zeta") < root.index("alpha")
+    assert schema_grammar(schema) is schema_grammar(tree_schema(3, 2))  # compiled once
+
+
 @pytest.mark.slow
 def test_the_escape_list_is_llama_cpps_own() -> None:
     """Every escape the check lets through parses in llama.cpp, and the refused ones do not

@@ -10,6 +10,7 @@ read here first, the way that parser reads escapes, and one it would reject is a
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from typing import Any
@@ -44,6 +45,17 @@ def gbnf_of_schema(schema_json: str) -> str:
             + (f" ({hints})" if hints else "")
         )
     return gbnf
+
+
+def schema_grammar(schema: dict[str, Any]) -> Any:
+    """The grammar of ``schema`` with its properties in the order written.
+
+    llama.cpp's grammar makes the model write an object's properties in the order
+    the schema lists them, so the order is part of the request: a tree node's
+    question before its children, a core question before its subtopics. (Keys
+    sorted for the cache once made every object alphabetical.)
+    """
+    return grammar(json.dumps(schema))
 
 
 @lru_cache(maxsize=64)

@@ -18,7 +18,6 @@ or not its prefix was cached (see ``prompt_cache``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import threading
@@ -41,7 +40,7 @@ from typed_rag.engines.base import (
     EngineError,
     StreamDelta,
 )
-from typed_rag.engines.grammar import grammar
+from typed_rag.engines.grammar import schema_grammar
 from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, post, resolve
 from typed_rag.engines.prompt_cache import (
     PromptCache,
@@ -389,7 +388,7 @@ class LlamaCppEngine(Engine):
             "repeat_penalty": 1.0,
         }
         if req.json_schema is not None:
-            kwargs["grammar"] = grammar(json.dumps(req.json_schema, sort_keys=True))
+            kwargs["grammar"] = schema_grammar(req.json_schema)
         if job.on_delta is None:
             out = llm.create_completion(**kwargs)
             choice, usage = out["choices"][0], out["usage"]
