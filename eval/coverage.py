@@ -45,11 +45,13 @@ WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}
 MAX_PASSAGE_CHARS = 700
 
 _SUBQ_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PER_KIND}
+# Keys of the schemas below in the order committed results were decoded with (llama.cpp
+# sorted them until the key-order fix), so resumed runs judge as they began.
 DECOMPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "core": {**_SUBQ_LIST, "minItems": 1},
         "background": _SUBQ_LIST,
+        "core": {**_SUBQ_LIST, "minItems": 1},
         "follow_up": _SUBQ_LIST,
     },
     "required": list(KINDS),
@@ -61,7 +63,7 @@ COVERAGE_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {"id": {"type": "integer"}, "covered": {"type": "boolean"}},
+                "properties": {"covered": {"type": "boolean"}, "id": {"type": "integer"}},
                 "required": ["id", "covered"],
             },
         }

@@ -39,13 +39,15 @@ _CUE = re.compile(
     re.IGNORECASE,
 )
 
+# Keys in the order the measured runs decoded them (llama.cpp sorted them until the
+# key-order fix); the core question first is not measured.
 CONSTRAINT_SCHEMA: dict[str, Any] = {
     "title": "coverage_constraints",
     "type": "object",
     "properties": {
-        "question": {"type": "string", "minLength": 1},
-        "include": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS},
         "exclude": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS},
+        "include": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS},
+        "question": {"type": "string", "minLength": 1},
     },
     "required": ["question", "include", "exclude"],
     "additionalProperties": False,

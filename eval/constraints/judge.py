@@ -35,7 +35,9 @@ def judge_schema(n_include: int, n_exclude: int) -> dict[str, Any]:
             "maxItems": n,
             "items": {
                 "type": "object",
-                "properties": {"id": {"type": "integer"}, flag: {"type": "boolean"}},
+                # the order committed verdicts were decoded in (llama.cpp sorted keys until
+                # the key-order fix): the verdict before the id
+                "properties": {flag: {"type": "boolean"}, "id": {"type": "integer"}},
                 "required": ["id", flag],
             },
         }
@@ -44,8 +46,8 @@ def judge_schema(n_include: int, n_exclude: int) -> dict[str, Any]:
         "title": "constraint_judgement",
         "type": "object",
         "properties": {
-            "include": rows("covered", n_include),
             "exclude": rows("discussed", n_exclude),
+            "include": rows("covered", n_include),
         },
         "required": ["include", "exclude"],
     }
