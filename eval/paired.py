@@ -195,6 +195,14 @@ def _ci(lo: float, hi: float, digits: int) -> str:
     return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
+def diff_cells(row: Mapping[str, Any]) -> str:
+    """``MRR diff [CI] | MPR diff [CI]`` of a :func:`pair_rows` row, as report tables show it."""
+    return (
+        f"{row['mrr_diff']:+.3f} {_ci(*row['mrr_ci'], 3)} | "
+        f"{row['mpr_diff']:+.1f} {_ci(*row['mpr_ci'], 1)}"
+    )
+
+
 def render_paired(rep: Mapping[str, Any]) -> list[str]:
     """Markdown: paired differences, judge-free shares, type distribution, judge validity."""
     paired = rep.get("paired") or {}
@@ -214,10 +222,7 @@ def render_paired(rep: Mapping[str, Any]) -> list[str]:
         paired.get("rows", []),
         key=lambda r: (r["a"], r["b"], order.get(r["subset"], 2), r["subset"]),
     ):
-        out.append(
-            f"| {r['a']} - {r['b']} | {r['subset']} | {r['n']} | {r['mrr_diff']:+.3f} "
-            f"{_ci(*r['mrr_ci'], 3)} | {r['mpr_diff']:+.1f} {_ci(*r['mpr_ci'], 1)} |"
-        )
+        out.append(f"| {r['a']} - {r['b']} | {r['subset']} | {r['n']} | {diff_cells(r)} |")
     out.append("")
     for key, title in (
         ("gold", "Answers containing the source dataset's short answer (judge-free)"),

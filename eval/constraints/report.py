@@ -28,7 +28,7 @@ from eval.constraints.runner import (
 from eval.constraints.topics import topics_overlap
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
 from eval.metrics import estimate
-from eval.paired import ALL, pair_rows, row_scores
+from eval.paired import ALL, diff_cells, pair_rows, row_scores
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
 from typed_rag.errors import UserError
@@ -325,12 +325,7 @@ def _linkage_lines(linkage: Mapping[str, Any]) -> list[str]:
     if linkage["pairs"]:
         lines += ["", "| arm - baseline | n | MRR diff | MPR diff |", "|---|---:|---|---|"]
         for p in linkage["pairs"]:
-            lo, hi = p["mrr_ci"]
-            plo, phi = p["mpr_ci"]
-            lines.append(
-                f"| {p['a']} - {p['b']} | {p['n']} | {p['mrr_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
-                f"| {p['mpr_diff']:+.1f} [{plo:+.1f}, {phi:+.1f}] |"
-            )
+            lines.append(f"| {p['a']} - {p['b']} | {p['n']} | {diff_cells(p)} |")
     return lines
 
 
