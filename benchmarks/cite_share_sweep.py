@@ -55,8 +55,10 @@ def recite(
     texts: Mapping[str, tuple[str, str]],
     share: float,
     floor: float | None = None,
+    specifics: bool = False,
 ) -> dict:
-    """``row`` (an ``answers.jsonl`` row) with its answer re-cited at ``share`` (and ``floor``)."""
+    """``row`` (an ``answers.jsonl`` row) with its answer re-cited at ``share`` (and ``floor``,
+    and the specifics check)."""
     passages = [
         CitedPassage(
             citation=int(p["citation"]),
@@ -67,24 +69,30 @@ def recite(
         )
         for p in row["result"]["passages"]
     ]
-    recited = attach_citations(str(row["answer"]), passages, share, floor)
+    recited = attach_citations(str(row["answer"]), passages, share, floor, specifics)
     return {**row, "answer": recited.answer}
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One post-citing setting: ``cite_min_share`` and, optionally, ``cite_floor_share``."""
+    """One post-citing setting: ``cite_min_share`` and, optionally, ``cite_floor_share``
+    and ``cite_specifics`` (``0.7/0.4+specifics``)."""
 
     share: float
     floor: float | None = None
+    specifics: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Variant:
-        share, _, floor = text.strip().partition("/")
-        return cls(float(share), float(floor) if floor else None)
+        text, plus, flag = text.strip().partition("+")
+        if plus and flag != "specifics":
+            raise ValueError(f"unknown variant flag {flag!r} (expected +specifics)")
+        share, _, floor = text.partition("/")
+        return cls(float(share), float(floor) if floor else None, bool(plus))
 
     def __str__(self) -> str:
-        return f"{self.share:g}" + (f"/{self.floor:g}" if self.floor is not None else "")
+        floor = f"/{self.floor:g}" if self.floor is not None else ""
+        return f"{self.share:g}{floor}" + ("+specifics" if self.specifics else "")
 
 
 def sweep(
@@ -98,7 +106,7 @@ def sweep(
     lookup = index_lookup(settings)
     ids = sorted({str(p["id"]) for r in rows for p in r["result"]["passages"]})
     texts = lookup(ids)
-    recited = {v: [recite(r, texts, v.share, v.floor) for r in rows] for v in variants}
+    recited = {v: [recite(r, texts, v.share, v.floor, v.specifics) for r in rows] for v in variants}
     engine = build_engine(settings)  # the judge: the engine of ``settings`` (as eval support)
     model = scorer_name(settings)
     run = SupportRun(out / "support", engine, model, batch_size)
@@ -183,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--shares",
         default="0.3,0.4,0.5,0.6,0.7",
-        help="variants, SHARE or SHARE/FLOOR (comma list; the first is the paired baseline)",
+        help="variants, SHARE, SHARE/FLOOR, either with +specifics (comma list; the first is "
+        "the paired baseline)",
     )
     ap.add_argument("--out", type=Path, required=True, help="verdict cache and sweep.json")
     ap.add_argument("--batch-size", type=int, default=16)
@@ -192,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE settings override")
     args = ap.parse_args(argv)
     settings = load_settings(None, **parse_overrides(args.set))
-    variants = [Variant.parse(v) for v in args.shares.split(",") if v.strip()]
+    try:
+        variants = [Variant.parse(v) for v in args.shares.split(",") if v.strip()]
+    except ValueError as e:
+        ap.error(f"--shares: {e}")
     rows = [r for r in JsonlStore(args.run_dir / ANSWERS, readonly=True) if r["method"] == METHOD]
     rows = rows[: args.first] if args.first else rows
     if args.types:

@@ -6,7 +6,10 @@ one part, select and calibrate on another):
 - ``head``: frozen all-MiniLM-L6-v2 embedding + MLP head, today's grid (the "before");
 - ``head-w1``: the same with class-weight powers 0.5 and 1.0 (stronger rare-type weighting);
 - ``finetuned``: all-MiniLM-L6-v2 fine-tuned end to end, class-weighted loss;
-- ``ensemble``: geometric mean of ``finetuned`` and ``head`` probabilities, re-calibrated.
+- ``ensemble``: geometric mean of ``finetuned`` and ``head`` probabilities, re-calibrated;
+- ``soup``: ``--soup N`` fine-tunes from one start, weights averaged (one model to serve);
+- ``seeds``: the same N fine-tunes' probabilities averaged instead (an N-model ensemble);
+- ``soup-first``: the first of them alone (``finetuned``, from the same runs).
 
 Valid scores: fit on train.csv, select and calibrate on valid.csv (optimistic).
 CV: k folds over train + valid (see typed_rag/classifier/crossval.py).
@@ -179,10 +182,48 @@ class Bench:
                                 "load_avg_1min_end": os.getloadavg()[0], "history": res.history})  # fmt: skip
         return softmax(res.valid_logits, t), softmax(z_test, t)
 
-    def ft_config(self) -> FineTuneConfig:
+    def ft_config(self, soup: int = 1) -> FineTuneConfig:
         a = self.args
         return FineTuneConfig(lr=a.lr, epochs=a.epochs, class_weight_power=a.power,
-                              batch_size=a.batch_size, train_layers=a.train_layers)  # fmt: skip
+                              batch_size=a.batch_size, train_layers=a.train_layers,
+                              soup=soup)  # fmt: skip
+
+    def souped(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> dict[str, Probs]:
+        """``--soup N`` fine-tunes of one start: their averaged weights (``soup``), their
+        averaged probabilities (``seeds``) and the first alone (``first``, the ``finetuned``
+        recipe), each calibrated on ``select``; cached together."""
+        cfg = self.ft_config(self.args.soup)
+        path = self.work / (
+            f"probs-soup-{_key(asdict(cfg), self.args.seed)}-"
+            f"{_key(fit.tolist(), select.tolist(), test.tolist())}.npz"
+        )
+        if path.is_file():
+            z = np.load(path)
+            return {k: (z[f"{k}_select"], z[f"{k}_test"]) for k in ("soup", "seeds", "first")}
+        folder = ensure_model(self.settings, "all-MiniLM-L6-v2")
+        q, y = self.questions, self.labels
+        q_sel, q_test = [q[i] for i in select], [q[i] for i in test]
+        res, tok, _ = fine_tune(folder, [q[i] for i in fit], y[fit], q_sel, y[select], cfg,
+                                seed=self.args.seed, echo=self.echo)  # fmt: skip
+        t = fit_temperature(res.valid_logits, y[select])
+        out = {"soup": (softmax(res.valid_logits, t),
+                        softmax(logits_of(res.model, tok, q_test, cfg.max_length, 128), t))}  # fmt: skip
+        members = []
+        for state in res.members:
+            res.model.load_state_dict(state)
+            z_sel = logits_of(res.model, tok, q_sel, cfg.max_length, 128)
+            t_m = fit_temperature(z_sel, y[select])
+            z_tst = logits_of(res.model, tok, q_test, cfg.max_length, 128)
+            members.append((softmax(z_sel, t_m), softmax(z_tst, t_m)))
+        out["seeds"] = self.ensemble(members, y[select])
+        out["first"] = members[0]  # what ``finetuned`` trains (same start, seed and data order)
+        self.echo(f"    soup of {cfg.soup}: {res.seconds:.0f} s wall, {res.cpu_seconds:.0f} s CPU")
+        self.ft_seconds.append(
+            {"wall": res.seconds, "cpu": res.cpu_seconds, "history": res.history}
+        )
+        np.savez(path, **{f"{k}_{part}": v[i] for k, v in out.items()
+                          for i, part in enumerate(("select", "test"))})  # fmt: skip
+        return out
 
     def ensemble(self, parts: list[Probs], select_y: np.ndarray) -> Probs:
         log_sel = np.mean([np.log(np.maximum(p[0], 1e-12)) for p in parts], axis=0)
@@ -218,6 +259,9 @@ class Bench:
                 [table["finetuned"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "ensemble-w1": lambda f, s, t: self.ensemble(
                 [table["finetuned"](f, s, t), table["head-w1"](f, s, t)], self.labels[s]),
+            "soup": lambda f, s, t: self.souped(f, s, t)["soup"],
+            "seeds": lambda f, s, t: self.souped(f, s, t)["seeds"],
+            "soup-first": lambda f, s, t: self.souped(f, s, t)["first"],
         }  # fmt: skip
         return table[name]
 
@@ -321,6 +365,7 @@ def main() -> None:
     p.add_argument("--power", type=float, default=FineTuneConfig.class_weight_power)
     p.add_argument("--batch-size", type=int, default=FineTuneConfig.batch_size)
     p.add_argument("--train-layers", type=int, default=FineTuneConfig.train_layers)
+    p.add_argument("--soup", type=int, default=3, help="fine-tunes per soup / seed ensemble")
     p.add_argument("--work", type=Path, default=Path.home() / ".cache/typed-rag-exp/classifier-16")
     p.add_argument("--out", type=Path, help="write the JSON here")
     p.add_argument("--speed", nargs="+", metavar="LABEL=KIND:FOLDER",

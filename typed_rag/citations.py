@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from typed_rag.messages import CITATION_GROUP, Numbered, cited_numbers
-from typed_rag.subanswers import content_words, stem
+from typed_rag.subanswers import STOPWORDS, content_words, stem
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,10 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
 # of its content words, and at least ``min_share`` of them (``method.cite_min_share``).
 POST_CITE_MIN_WORDS = 3
 POST_CITE_MIN_SHARE = 0.3
+# The specifics of a sentence (``cite_specifics``): its numbers, and the capitalised words
+# after its first that are not stop words (names: "Rudolf", "Hess", "Denver").
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
 _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 # One or more adjacent citation groups ("[2]", "[2][3]").
@@ -98,6 +102,26 @@ _LABEL_LINE = re.compile(
     + r"[\s.]*",
     re.IGNORECASE,
 )
+
+
+def specifics(text: str) -> set[str]:
+    """The numbers (commas dropped) and names of ``text``, lower-cased: what a source it
+    cites must also name. A capitalised first word starts the sentence, so it is no name."""
+    text = CITATION_GROUP.sub(" ", text)
+    out = {n.replace(",", "") for n in _NUMBER.findall(text)}
+    for i, word in enumerate(_WORDS.findall(text)):
+        low = word.lower()
+        if i and word[0].isupper() and len(word) > 1 and low not in STOPWORDS:
+            out.add(low)
+    return out
+
+
+def _named_in(text: str) -> set[str]:
+    """What :func:`specifics` of a sentence is looked up in: every number and word of a
+    passage, lower-cased."""
+    return {n.replace(",", "") for n in _NUMBER.findall(text)} | {
+        w.lower() for w in _WORDS.findall(text)
+    }
 
 
 def _into_sentence_before(m: re.Match[str]) -> str:
@@ -137,6 +161,7 @@ def attach_citations(
     passages: Sequence[Numbered],
     min_share: float = POST_CITE_MIN_SHARE,
     floor_share: float | None = None,
+    check_specifics: bool = False,
 ) -> Recited:
     """Cite by content-word overlap (ALCE's post-hoc citing), layout kept as written.
 
@@ -156,14 +181,24 @@ def attach_citations(
     match, the sentence and passage sharing the largest share of its words, when that
     share reaches the floor: a strict ``min_share`` then keeps weak matches out of
     answers that have strong ones without leaving the others with no source at all.
+
+    With ``check_specifics``, a passage also has to name every number and name of the
+    sentence (:func:`specifics`): a sentence that shares most of its words with a passage
+    but puts another year or person in it is what the support judge rejects most often.
     """
     bags = {p.citation: {stem(w) for w in content_words(f"{p.title} {p.text}")} for p in passages}
+    named = (
+        {p.citation: _named_in(f"{p.title} {p.text}") for p in passages} if check_specifics else {}
+    )
     added: list[int] = []
     dropped: list[int] = []
+    needs: set[str] = set()  # the specifics of the sentence being cited
 
     def holds(words: set[str], number: int, share: float = min_share) -> bool:
         overlap = len(words & bags[number])
-        return overlap >= POST_CITE_MIN_WORDS and overlap >= share * len(words)
+        if overlap < POST_CITE_MIN_WORDS or overlap < share * len(words):
+            return False
+        return not check_specifics or needs <= named[number]
 
     def cite(sentence: str, number: int) -> str:
         m = _TRAILING_PUNCT.search(sentence)
@@ -185,6 +220,7 @@ def attach_citations(
             words = {stem(w) for w in content_words(sentence)}
             if len(words) < POST_CITE_MIN_WORDS or not bags:
                 continue
+            needs = specifics(sentence) if check_specifics else set()
             if CITATION_GROUP.search(sentence):
                 group = _own_group(sentence)
                 if group is None:
@@ -197,11 +233,17 @@ def attach_citations(
                 sentence = head.rstrip() + tail if trailing else head + tail.lstrip()
                 dropped += cited
                 pieces[i] = sentence
-            number = max(bags, key=lambda n: len(words & bags[n]))
-            if holds(words, number):
+            # The passage sharing most words that holds (by words alone, the first or none).
+            ranked = sorted(bags, key=lambda n: -len(words & bags[n]))
+            number = next((n for n in ranked if holds(words, n)), None)
+            if number is not None:
                 pieces[i] = cite(sentence, number)
                 added.append(number)
-            elif floor_share is not None and holds(words, number, floor_share):
+                continue
+            if floor_share is None:
+                continue
+            number = next((n for n in ranked if holds(words, n, floor_share)), None)
+            if number is not None:
                 share = len(words & bags[number]) / len(words)
                 if best is None or share > best[0]:
                     best = (share, li, i, number)

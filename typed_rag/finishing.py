@@ -49,7 +49,11 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             result.answer = strip_invalid(result.answer, shown).strip()
         if opts.post_cite:
             recited = attach_citations(
-                result.answer, result.passages, opts.cite_min_share, opts.cite_floor_share
+                result.answer,
+                result.passages,
+                opts.cite_min_share,
+                opts.cite_floor_share,
+                opts.cite_specifics,
             )
             result.answer = recited.answer
             result.added_citations, result.dropped_citations = recited.added, recited.dropped

@@ -58,6 +58,7 @@ class MethodOptions(BaseModel):
     length_hint: bool = False
     own_knowledge: Literal["off", "allow", "draft", "draft-cite"] = "off"
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
+    draft_query: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -67,6 +68,7 @@ class MethodOptions(BaseModel):
     post_cite: bool = False
     cite_min_share: float = Field(0.3, ge=0.0, le=1.0)
     cite_floor_share: float | None = Field(None, ge=0.0, le=1.0)
+    cite_specifics: bool = False
     max_sub_queries: int = Field(5, ge=2, le=5)
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
@@ -127,6 +129,10 @@ class MethodSettings(BaseModel):
     own_knowledge: Literal["off", "allow", "draft", "draft-cite"] | None = None
     # ... for the questions of these types only (default: every typed pipeline's).
     own_knowledge_types: list[str] | None = None
+    # The factoid route writes its draft before retrieval and searches with the question
+    # plus the draft's first words, so the passages shown are the ones that can confirm or
+    # correct the draft (query2doc / RARR). No extra call: the draft is written anyway.
+    draft_query: bool | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None
@@ -155,6 +161,9 @@ class MethodSettings(BaseModel):
     # ... and an answer that leaves post-citing with no citation cites its single best
     # sentence-passage match when that passage shares at least this much (None: off).
     cite_floor_share: float | None = Field(None, ge=0.0, le=1.0)
+    # ... and a passage is cited for a sentence only if it also names the sentence's
+    # numbers and names (typed_rag.citations.specifics).
+    cite_specifics: bool | None = None
     # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
     #    single "aspects" of the question, or the paper's "paraphrase"s of it.
     max_sub_queries: int | None = Field(None, ge=2, le=5)

@@ -22,7 +22,7 @@ MIN_NEW_WORDS = 2
 # Beyond a "no information" disclaimer, the rest must add this many to count.
 MIN_NEW_WORDS_BESIDE_DISCLAIMER = 4
 
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """a an and are as at be been being but by can could did do does for from had has have
     how i if in into is it its may might more most of on or our so such than that the their
     them then there these they this those to was were what when where which while who whom
@@ -54,7 +54,7 @@ _REFERENCES = re.compile(
 def content_words(text: str) -> list[str]:
     """Lower-cased words of 3+ letters that are not stopwords, citations removed."""
     text = CITATION_GROUP.sub(" ", text)
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _STOPWORDS]
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS]
 
 
 def stem(word: str) -> str:

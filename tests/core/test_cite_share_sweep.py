@@ -15,6 +15,14 @@ def test_variant_parses_a_share_and_an_optional_floor(text: str, share: float, f
     assert Variant.parse(str(variant)) == variant
 
 
-def test_variant_rejects_what_is_not_a_number() -> None:
+def test_variant_takes_the_specifics_check_as_a_suffix() -> None:
+    variant = Variant.parse("0.7/0.4+specifics")
+    assert (variant.share, variant.floor, variant.specifics) == (0.7, 0.4, True)
+    assert Variant.parse(str(variant)) == variant
+    assert not Variant.parse("0.7/0.4").specifics
+
+
+@pytest.mark.parametrize("text", ["0.7/high", "0.7+names"])
+def test_variant_rejects_what_it_cannot_read(text: str) -> None:
     with pytest.raises(ValueError):
-        Variant.parse("0.7/high")
+        Variant.parse(text)

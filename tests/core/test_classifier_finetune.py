@@ -105,6 +105,30 @@ def test_same_seed_same_weights(tiny_bert: Path, trained) -> None:
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_soup_averages_members_that_start_alike_and_its_first_is_the_single_run(
+    tiny_bert: Path, trained
+) -> None:
+    from dataclasses import replace
+
+    from typed_rag.classifier.finetune_train import average_states
+
+    (single, _, _), _ = trained
+    q_tr, y_tr = _questions(16, seed=1)
+    q_va, y_va = _questions(4, seed=2)
+    soup, tok, _ = fine_tune(tiny_bert, q_tr, y_tr, q_va, y_va, replace(CONFIG, soup=3), seed=5)
+    assert len(soup.members) == 3 and len(soup.history) == 3 * CONFIG.epochs
+    first = single.model.state_dict()
+    assert all(torch.equal(soup.members[0][k], first[k]) for k in first)
+    assert not torch.equal(soup.members[0]["classify.weight"], soup.members[1]["classify.weight"])
+    averaged = soup.model.state_dict()
+    mean = torch.stack([m["classify.weight"] for m in soup.members]).mean(dim=0)
+    assert torch.allclose(averaged["classify.weight"], mean)
+    assert torch.equal(average_states(soup.members)["classify.bias"], averaged["classify.bias"])
+    # The soup's valid logits are its own, and it still separates the types.
+    report = classification_report(y_va, soup.valid_logits.argmax(axis=1))
+    assert report.macro_f1 > 0.4
+
+
 def _save(tmp_path: Path, trained, temperature: float = 1.5) -> tuple[Path, FineTunedMeta]:
     (res, _, enc_config), _ = trained
     meta = FineTunedMeta(

@@ -18,6 +18,7 @@ from typed_rag.engines.fake import scripted_responder
 from typed_rag.finishing import trim_to_sentence
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
+from typed_rag.pipelines.grounding import DRAFT_QUERY_WORDS
 from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     ANSWER_SYSTEM,
@@ -433,6 +434,39 @@ async def test_the_factoid_route_drafts_only_when_listed_and_rag_mode_never(
     baseline = await rag.answer(Q, mode="rag")
     assert "draft" not in baseline.plan
     assert "Chlorophyll" not in user_text(final_request(engine))
+
+
+@pytest.mark.parametrize("draft_query", [False, True])
+async def test_draft_query_searches_the_question_with_its_draft_written_once(
+    make_rag, settings, retriever, draft_query
+) -> None:
+    set_method(settings, own_knowledge="draft", draft_query=draft_query)
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
+    )
+    closed_book = llm_messages(Q)[-1]["content"]
+    draft = "Chlorophyll breaks down in autumn, revealing carotenoids. " + "More words. " * 40
+
+    def answer(req: ChatRequest) -> str:
+        return draft if user_text(req) == closed_book else "Final [1]."
+
+    rag, engine = make_rag(scripted_responder({}, answer))
+    result = await rag.answer(Q, force_type=T.FACTOID)
+    (queries, _), *_ = retriever.searches
+    searched = queries[0]
+    assert [c.step for c in result.calls].count("draft") == 1  # written once either way
+    assert "Chlorophyll breaks down" in user_text(final_request(engine))
+    if draft_query:
+        assert searched.startswith(Q + " Chlorophyll breaks down")
+        assert len(searched.split()) == len(Q.split()) + DRAFT_QUERY_WORDS  # the draft is cut
+        assert result.plan["draft_query"] == searched
+        assert {p.query for p in result.passages} == {searched}
+    else:
+        assert searched == Q and "draft_query" not in result.plan
+    # A type the draft does not apply to searches the question alone.
+    retriever.searches.clear()
+    await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert retriever.searches[0][0] == [Q]
 
 
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:

@@ -205,10 +205,24 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     assert (s.model, s.order, s.depth) == ("mpnet", "rrf", 30)
     assert Spec.parse("bm25").model is None and Spec.parse("bm25").floor is None
     assert Spec.parse("bm25+minilm-rrf@20>0.35").floor == 0.35
-    for bad in ("bm26", "bm25+mpnet@30", "bm25+mpnet-rrf@0", "rm3:1:1:1.5", "bm25>0.3"):
+    h = Spec.parse("hybrid+minilm-rrf@20>0.3")
+    assert (h.base, h.model, h.depth, h.floor) == ("hybrid", "minilm", 20, 0.3)
+    assert Spec.parse("dense").base == "dense"
+    bad_specs = (
+        "bm26",
+        "bm25+mpnet@30",
+        "bm25+mpnet-rrf@0",
+        "rm3:1:1:1.5",
+        "bm25>0.3",
+        "dense/t0.2",
+    )
+    for bad in bad_specs:
         with pytest.raises(UserError):
             Spec.parse(bad)
     assert settings_spec(_with(settings)) == "bm25"
+    hybrid = _with(settings, **{"retrieval.kind": "hybrid", "retrieval.rerank_depth": 20})
+    assert settings_spec(hybrid) == "hybrid+minilm-rrf@20>0.32"
+    assert settings_spec(_with(settings, **{"retrieval.kind": "dense"})) == "dense"
     s2 = _with(
         settings,
         **{

@@ -12,7 +12,7 @@ import copy
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,25 @@ from typed_rag.types import LABELS
 @dataclass
 class FineTuneResult:
     model: FineTunedModel
-    best_epoch: int
+    best_epoch: int  # of a soup: of its first member
     valid_logits: np.ndarray
-    history: list[dict[str, float]]
+    history: list[dict[str, float]]  # of a soup: every member's epochs, with "member"
     seconds: float
     cpu_seconds: float = 0.0  # CPU time of all threads: the wall time on an idle machine x threads
+    # Of a soup (``FineTuneConfig.soup`` > 1): each member's weights, in order.
+    members: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+
+def average_states(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of floating-point weights; other tensors (position ids) of the
+    first state, which every member shares."""
+    out = {}
+    for key, first in states[0].items():
+        if first.is_floating_point():
+            out[key] = torch.stack([s[key] for s in states]).mean(dim=0)
+        else:
+            out[key] = first.clone()
+    return out
 
 
 class _PassThrough(nn.Module):
@@ -141,8 +155,10 @@ def fine_tune(
 ) -> tuple[FineTuneResult, Any, dict[str, Any]]:
     """Fine-tune the encoder in ``folder``; keep the epoch with the best valid macro-F1.
 
-    Returns the result, the tokenizer and the encoder config. Seeded: the same
-    data, config and seed give the same weights on the same machine.
+    With ``config.soup`` = n > 1, n runs start from the same weights (seeds ``seed`` ..
+    ``seed + n - 1`` order the data; the first run is the one ``soup = 1`` makes) and
+    their weights are averaged. Returns the result, the tokenizer and the encoder config.
+    Seeded: the same data, config and seed give the same weights on the same machine.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)
@@ -150,7 +166,26 @@ def fine_tune(
         torch.manual_seed(seed)
         model, tokenizer, enc_config = base_model(folder, config.dropout)
         t0, c0 = time.perf_counter(), time.process_time()
-        res = _fine_tune(model, tokenizer, train_q, train_y, valid_q, valid_y, config, seed, echo)
+        start = copy.deepcopy(model.state_dict()) if config.soup > 1 else None
+        runs = []
+        for i in range(config.soup):
+            if start is not None and i:
+                model.load_state_dict(start)
+                torch.manual_seed(seed + i)
+                if echo is not None:
+                    echo(f"  soup member {i + 1} of {config.soup} (seed {seed + i})")
+            data = (train_q, train_y, valid_q, valid_y)
+            run = _fine_tune(model, tokenizer, *data, config, seed + i, echo)
+            runs.append((run, {k: v.detach().clone() for k, v in model.state_dict().items()}))
+        res = runs[0][0]
+        if start is not None:
+            res.members = [state for _, state in runs]
+            res.history = [
+                {**row, "member": i} for i, (r, _) in enumerate(runs) for row in r.history
+            ]
+            model.load_state_dict(average_states(res.members))
+            model.eval()
+            res.valid_logits = logits_of(model, tokenizer, valid_q, config.max_length, 128)
         res.seconds, res.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         return res, tokenizer, enc_config
     finally:

@@ -35,6 +35,10 @@ from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 from typed_rag.subanswers import anchor, uninformative
 
+# How much of a closed-book draft joins the question as a search query (method.draft_query):
+# about its first three sentences, where a short answer states its facts.
+DRAFT_QUERY_WORDS = 60
+
 # The combining prompt (aggregator, mediator) over the kept sub-answers and the passages shown.
 Combiner = Callable[[Sequence[SubAnswer], Sequence[CitedPassage]], Messages]
 
@@ -68,11 +72,30 @@ async def guide(ctx: Context, messages: Messages) -> Messages:
     return with_guidance(messages, lines + own_lines)
 
 
+def own_knowledge(ctx: Context) -> str:
+    """``method.own_knowledge`` as it applies to this question's type."""
+    opts = options(ctx)
+    return opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
+
+
+async def draft_first(ctx: Context) -> str:
+    """The closed-book draft before retrieval, when ``method.draft_query`` asks for it and
+    this question gets a draft; "" otherwise (the draft, if any, then comes later)."""
+    if not options(ctx).draft_query or own_knowledge(ctx) not in ("draft", "draft-cite"):
+        return ""
+    return await closed_book_draft(ctx)
+
+
+def draft_query(question: str, draft: str) -> str:
+    """The question followed by the first :data:`DRAFT_QUERY_WORDS` words of its draft (the
+    plan trace's ``draft_query``)."""
+    return f"{question} {' '.join(draft.split()[:DRAFT_QUERY_WORDS])}"
+
+
 async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages, list[str]]:
     """``method.own_knowledge`` for this question's type: the messages with the closed-book
     draft added (``draft``, ``draft-cite``) and the guidance lines that go with it."""
-    opts = options(ctx)
-    own = opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
+    own = own_knowledge(ctx)
     lines: list[str] = []
     if own in ("draft", "draft-cite"):
         draft = await closed_book_draft(ctx)
@@ -86,7 +109,10 @@ async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages
 
 async def closed_book_draft(ctx: Context) -> str:
     """``method.own_knowledge = "draft"``: the LLM baseline's answer (same prompt and seed),
-    one more engine round before the final one; the plan trace keeps it as ``draft``."""
+    one more engine round before the final one; the plan trace keeps it as ``draft``, and
+    a second call returns it (a draft written before retrieval is not written again)."""
+    if "draft" in ctx.result.plan:
+        return str(ctx.result.plan["draft"])
     (res,) = await ctx.generate(
         "draft", [ctx.request(llm_messages(ctx.question), step="draft")], "generate"
     )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
-from typed_rag.pipelines.grounding import with_own_knowledge
+from typed_rag.pipelines.grounding import draft_first, draft_query, with_own_knowledge
 from typed_rag.pipelines.prompting import llm_messages, rag_messages, with_guidance
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
@@ -25,13 +25,13 @@ async def prepare_llm(ctx: Context) -> Final:
     return Final("answer", llm_messages(ctx.question))
 
 
-async def prepare_rag(ctx: Context) -> Final:
-    """Figure 9: top-K passages for the question, then the RAG prompt.
+async def prepare_rag(ctx: Context, query: str | None = None) -> Final:
+    """Figure 9: top-K passages for the question (or ``query``), then the RAG prompt.
 
     With coverage constraints, each included subtopic the question does not
     name gets its own query, and the lists are merged round-robin.
     """
-    queries = ctx.enforce("queries", [ctx.question])
+    queries = ctx.enforce("queries", [query or ctx.question])
     hit_lists = await ctx.retrieve(queries, ctx.top_k)
     hits, sources = union_by_id(hit_lists, queries)
     if not hits:
@@ -43,8 +43,16 @@ async def prepare_rag(ctx: Context) -> Final:
 async def prepare_factoid(ctx: Context) -> Final:
     """Typed-RAG's factoid route: plain RAG, with ``method.own_knowledge`` applied when it
     lists FACTOID (a closed-book draft the answer keeps and corrects from the passages: the
-    1.5B model answers factual questions better from memory than from BM25's passages)."""
-    final = await prepare_rag(ctx)
+    1.5B model answers factual questions better from memory than from BM25's passages).
+
+    With ``method.draft_query`` the draft is written first and searched with the question,
+    so the passages are the ones that can confirm or correct it (RARR's "research" step;
+    query2doc's expansion), at no extra engine call."""
+    draft = await draft_first(ctx)
+    query = draft_query(ctx.question, draft) if draft else None
+    if query:
+        ctx.result.plan["draft_query"] = query
+    final = await prepare_rag(ctx, query)
     messages, lines = await with_own_knowledge(ctx, final.messages)
     return Final(final.step, with_guidance(messages, lines))
 
