@@ -26,6 +26,7 @@ from eval.retrieval.evaluate import Builder
 from eval.retrieval.spec import Spec
 from eval.runner import ANSWERS
 from eval.subcoverage import evaluate_subcoverage
+from eval.subcoverage.inputs import reference_items
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag import engines
 from typed_rag.config import Settings
@@ -151,6 +152,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
     wanted = {r.question_id for r in records}
     stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
     answers = [a for a in stored if a["question_id"] in wanted]
+    types = {str(a["question_id"]): str(a.get("type") or "UNKNOWN") for a in answers}
     scorer, engine = _judge_parts(args, settings)
 
     async def go() -> dict[str, Any]:
@@ -162,6 +164,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 judge_model=scorer_name(scorer),
                 methods=methods,
                 lookup=index_lookup(settings),
+                references=reference_items(records, types),
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),
                 **_sampling(settings, scorer),
@@ -169,6 +172,13 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
 
     summary = asyncio.run(go())
     print(f"wrote {args.out / 'summary.json'} ({summary.get('questions')} questions)")
+    validity = summary.get("judge_validity")
+    if validity:
+        above = validity["grade3_above_grade0"]
+        print(
+            f"judge validity: grade-3 reference above grade-0 in core coverage for "
+            f"{above['mean']:.0%} of {validity['n']} questions (ties half)"
+        )
     return 0
 
 

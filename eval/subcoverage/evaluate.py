@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from eval.subcoverage.decompose import Decomposer
-from eval.subcoverage.inputs import Lookup, answer_items
+from eval.subcoverage.inputs import AnswerItem, Lookup, answer_items
 from eval.subcoverage.judge import CoverageJudge
 from eval.subcoverage.run import Progress, SubCoverageRun
-from eval.subcoverage.summary import summarise
+from eval.subcoverage.summary import judge_validity, summarise
 from typed_rag.engines.base import Engine
 
 SUMMARY = "summary.json"
@@ -25,6 +25,7 @@ async def evaluate_subcoverage(
     judge_model: str | None = None,
     methods: Sequence[str] | None = None,
     lookup: Lookup | None = None,
+    references: Sequence[AnswerItem] = (),
     batch_size: int = 32,
     max_resamples: int = 3,
     seed: int = 42,
@@ -40,7 +41,9 @@ async def evaluate_subcoverage(
     at most ``max_resamples`` times), next-token choice scoring for the yes/no
     verdicts (the engine must support :meth:`Engine.score_choices`). ``judge_model``
     is named in the report (default: ``engine.model``). ``lookup`` supplies passage
-    texts a run did not store.
+    texts a run did not store. ``references`` (graded Wiki-NFQA answers,
+    :func:`~eval.subcoverage.inputs.reference_items`) get verdicts too, for the summary's
+    ``judge_validity``.
     """
     items = answer_items(answers, lookup, methods)
     sampling = {"max_resamples": max_resamples, "seed": seed, "temperature": temperature}
@@ -51,7 +54,9 @@ async def evaluate_subcoverage(
         batch_size=batch_size,
     )
     await run.judge_missing(items, on_progress)
+    await run.judge_verdicts(references, on_progress)
     summary = summarise(items, run, judge_model or engine.model, n_boot=n_boot, seed=seed)
+    summary["judge_validity"] = judge_validity(references, run, n_boot, seed)
     path = Path(out_dir) / SUMMARY
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary

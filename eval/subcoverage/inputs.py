@@ -89,6 +89,34 @@ def answer_items(
     return items
 
 
+REFERENCE = "reference"  # the method name of a graded reference: "reference:3"
+
+
+def reference_items(
+    records: Iterable[Any], types: Mapping[str, str], grades: Sequence[int] = (3, 0)
+) -> list[AnswerItem]:
+    """Each question's first Wiki-NFQA answer of each of ``grades`` as an answer with no
+    chunks (``records``: WikiNFQARecord), for the judge-validity check: a coverage judge
+    worth reading finds more of the core sub-questions in a grade-3 answer than in a grade-0
+    one. ``types`` gives each question's type (as the run's rows)."""
+    items = []
+    for record in records:
+        for grade in grades:
+            graded = zip(record.answers, record.labels, strict=True)
+            text = next((a for a, g in graded if g == grade), None)
+            if text:
+                items.append(
+                    AnswerItem(
+                        method=f"{REFERENCE}:{grade}",
+                        question_id=record.question_id,
+                        question=record.question,
+                        type=types.get(record.question_id, "UNKNOWN"),
+                        answer=text,
+                    )
+                )
+    return items
+
+
 def _passages(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     passages = (row.get("result") or {}).get("passages") or []
     return sorted(passages, key=lambda p: int(p.get("citation") or 0))

@@ -111,6 +111,14 @@ class SubCoverageRun:
     ) -> None:
         """Decompose, then judge every missing verdict, then extract missing fragments."""
         await self._decompose(items, on_progress)
+        await self.judge_verdicts(items, on_progress)
+        await self._fragments(items, on_progress)
+
+    async def judge_verdicts(
+        self, items: Sequence[AnswerItem], on_progress: Progress | None = None
+    ) -> None:
+        """Every missing yes/no verdict of ``items`` whose questions are decomposed (no
+        fragments: what the judge-validity check of graded references needs)."""
         cells = self._missing_verdicts(items)
         for start in range(0, len(cells), self.batch_size):
             chunk = cells[start : start + self.batch_size]
@@ -127,7 +135,6 @@ class SubCoverageRun:
             )
             if on_progress:
                 on_progress("verdicts", start + len(chunk), len(cells))
-        await self._fragments(items, on_progress)
 
     def _missing_verdicts(self, items: Sequence[AnswerItem]) -> list[tuple[str, str, str, str]]:
         """(question_id, target, sub-question, text), grouped by text so consecutive prompts

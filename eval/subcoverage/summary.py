@@ -11,7 +11,7 @@ from typing import Any
 from eval.metrics import Estimate, estimate
 from eval.subcoverage import metrics as m
 from eval.subcoverage.decompose import KINDS
-from eval.subcoverage.inputs import AnswerItem
+from eval.subcoverage.inputs import REFERENCE, AnswerItem
 from eval.subcoverage.judge import addressing_position
 from eval.subcoverage.metrics import AnswerCells
 from eval.subcoverage.run import SubCoverageRun
@@ -126,6 +126,30 @@ def summarise(
             "overall": _win_rates(ratings),
             "by_type": {t: _win_rates(r) for t, r in sorted(type_ratings.items())},
         },
+    }
+
+
+def judge_validity(
+    references: Sequence[AnswerItem], run: SubCoverageRun, n_boot: int = 1000, seed: int = 42
+) -> dict[str, Any] | None:
+    """How often the judge finds more core sub-questions covered in a question's grade-3
+    reference than in its grade-0 one (ties count half), with each grade's mean core
+    coverage; over the questions with both references judged and core sub-questions."""
+    core: dict[str, dict[int, float]] = defaultdict(dict)
+    for it in references:
+        cells = run.cells(it)
+        rate = m.coverage_rates(cells)["core"] if cells is not None else None
+        if rate is not None:
+            core[it.question_id][int(it.method.removeprefix(f"{REFERENCE}:"))] = rate
+    pairs = [(g[3], g[0]) for g in core.values() if 3 in g and 0 in g]
+    if not pairs:
+        return None
+    ordered = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]
+    return {
+        "n": len(pairs),
+        "grade3_above_grade0": _est(estimate(ordered, n_boot, seed)),
+        "grade3_core_coverage": _est(estimate([a for a, _ in pairs], n_boot, seed)),
+        "grade0_core_coverage": _est(estimate([b for _, b in pairs], n_boot, seed)),
     }
 
 

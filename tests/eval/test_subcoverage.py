@@ -351,6 +351,35 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     assert len(third.choice_calls) == 4 and len(third.calls) == 1  # one new fragment
 
 
+async def test_graded_references_get_verdicts_only_and_measure_the_judge(tmp_path: Path) -> None:
+    from eval.subcoverage.inputs import reference_items
+    from eval.wikinfqa import WikiNFQARecord
+
+    record = WikiNFQARecord(
+        "nq",
+        "q1",
+        "Why is the sky blue?",
+        answers=("Paris is big.", "Rayleigh scattering sends blue light.", "Light is blue."),
+        labels=(0, 3, 1),
+    )
+    refs = reference_items([record], {"q1": "REASON"})
+    assert [(r.method, r.answer, r.type, r.chunks) for r in refs] == [
+        ("reference:3", "Rayleigh scattering sends blue light.", "REASON", []),
+        ("reference:0", "Paris is big.", "REASON", []),
+    ]
+    engine = judge_engine()
+    summary = await evaluate_subcoverage(engine, ROWS[1:2], tmp_path, references=refs, n_boot=50)
+    titles = [(r.json_schema or {}).get("title") for r in engine.calls]
+    assert titles.count("coverage_fragment") == 2  # the typed-rag answer's, none for references
+    assert len(engine.choice_calls) == 5 * 4  # answer, p1, p2 and two references
+    validity = summary["judge_validity"]
+    # Core coverage: grade 3 covers both core sub-questions (Rayleigh, blue), grade 0 none.
+    assert validity["n"] == 1 and validity["grade3_above_grade0"]["mean"] == 1.0
+    assert validity["grade3_core_coverage"]["mean"] == 1.0
+    assert validity["grade0_core_coverage"]["mean"] == 0.0
+    assert list(summary["metrics"]) == ["typed-rag"]  # references are no method
+
+
 async def test_failed_decomposition_is_cached_and_reported(tmp_path: Path) -> None:
     engine = FakeEngine(scripted_responder({"sub_question_list": "never json"}))
     rows = [dict(ROWS[1])]
