@@ -67,7 +67,10 @@ class RetrievalSettings(BaseModel):
     # "auto": bfloat16 on a GPU or a CPU with native bf16 (avx512_bf16/AMX; ~2x faster
     # here, same top-10 as float32 for 98.5% of hits), else float32.
     dense_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    dense_max_length: int = 256  # tokens per passage/query; longer text is truncated
+    # Tokens per passage/query; longer text is truncated. 128, the length all-MiniLM-L6-v2
+    # was trained at: the default corpus's ~100-word passages lose little, and the full
+    # index encodes 1.4x faster than at 256 (82.7 vs 60.5 passages/s on 2 cores).
+    dense_max_length: int = 128
     dense_batch_size: int = 64
     dense_device: str = "cpu"  # torch device of the encoder, e.g. "cuda:0"
     dense_threads: int | None = None  # torch CPU threads for encoding (None: torch's default)
