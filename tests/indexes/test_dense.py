@@ -85,7 +85,10 @@ def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
     assert manifest is not None
     assert manifest["complete"] is True and manifest["done"] == manifest["n"] == 16
     assert manifest["dim"] == 384 and manifest["dtype"] == "float16"
-    assert manifest["max_length"] == 256 and manifest["text"] == "title. text"
+    assert (
+        manifest["max_length"] == built.retrieval.dense_max_length == 128
+        and manifest["text"] == "title. text"
+    )
     emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
     assert isinstance(emb, np.memmap) and emb.dtype == np.float16 and emb.shape == (16, 384)
     norms = np.linalg.norm(emb.astype(np.float32), axis=1)
