@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import combinations
 from typing import Any
 
 from eval.context import metrics as m
 from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target, pool_of
 from eval.gold import contains_gold, gold_aliases
-from eval.metrics import estimate
+from eval.metrics import estimate, paired_difference
 
 CONTEXT_METRICS: tuple[str, ...] = ("coverage", "alpha_ndcg", "density", "hit", "ap", "ndcg")
 
@@ -108,7 +109,35 @@ def summarise(rows: Sequence[dict[str, Any]], n_boot: int = 1000, seed: int = 42
             if len(pairs) >= 3
             else None,
         }
-    return {"configs": table, "kendall": tau}
+    return {"configs": table, "kendall": tau, "paired": _paired(by_config, n_boot, seed)}
+
+
+def _paired(
+    by_config: dict[str, list[dict[str, Any]]], n_boot: int, seed: int
+) -> list[dict[str, Any]]:
+    """Every two configurations, each metric's per-question difference (first minus second)
+    with a paired bootstrap CI, over the questions where both have the metric: the table's
+    marginal intervals overlap even where one configuration wins question by question."""
+    out = []
+    for a, b in combinations(by_config, 2):
+        rows_a = {r["question_id"]: r for r in by_config[a]}
+        rows_b = {r["question_id"]: r for r in by_config[b]}
+        pair: dict[str, Any] = {"a": a, "b": b}
+        for key in (*CONTEXT_METRICS, "answer_coverage"):
+            both = [
+                (rows_a[q][key], rows_b[q][key])
+                for q in rows_a
+                if q in rows_b and rows_a[q].get(key) is not None and rows_b[q].get(key) is not None
+            ]
+            pair[key] = (
+                paired_difference(
+                    [x for x, _ in both], [y for _, y in both], n_boot, seed
+                ).to_dict()
+                if both
+                else None
+            )
+        out.append(pair)
+    return out
 
 
 async def evaluate(

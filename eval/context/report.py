@@ -62,7 +62,26 @@ def render(summary: Mapping[str, Any]) -> str:
             f"| {TITLES[key]} | {k['systems']} | {fmt(k['system_tau'])} | {k['pairs']} | "
             f"{fmt(k['pair_tau'])} |"
         )
+    paired = summary.get("paired") or []
+    if paired:
+        diff_keys = [k for k in keys if any(p.get(k) for p in paired)]
+        lines += [
+            "",
+            "Paired differences (first minus second configuration, per question, bootstrap 95% CI):",
+            "",
+            "| configurations | " + " | ".join(TITLES[k] for k in diff_keys) + " |",
+            "|---|" + "---|" * len(diff_keys),
+        ]
+        for p in paired:
+            cells = " | ".join(_diff_cell(p.get(k)) for k in diff_keys)
+            lines.append(f"| {p['a']} - {p['b']} | {cells} |")
     return "\n".join(lines) + "\n"
+
+
+def _diff_cell(est: Mapping[str, Any] | None) -> str:
+    if not est:
+        return "-"
+    return f"{est['mean']:+.3f} [{est['low']:+.3f}, {est['high']:+.3f}]"
 
 
 def plot(summary: Mapping[str, Any], path: Path) -> Path:

@@ -216,3 +216,25 @@ async def test_evaluate_writes_the_summary_table_and_plot(tmp_path: Path) -> Non
     assert all(f.stat().st_size > 0 for f in files)
     table = (tmp_path / "report.md").read_text()
     assert "| reranked | 1 | 1.000" in table and "judge fake" in table
+
+
+def test_summary_pairs_configurations_question_by_question() -> None:
+    """Paired differences use only the questions both configurations have the metric for."""
+    rows = [
+        {"question_id": "q1", "config": "a", "coverage": 1.0, "answer_coverage": 0.5},
+        {"question_id": "q2", "config": "a", "coverage": 0.5, "answer_coverage": None},
+        {"question_id": "q3", "config": "a", "coverage": 0.0, "answer_coverage": 1.0},
+        {"question_id": "q1", "config": "b", "coverage": 0.5, "answer_coverage": 0.0},
+        {"question_id": "q2", "config": "b", "coverage": 0.5, "answer_coverage": 1.0},
+    ]
+    for r in rows:
+        r.update({k: None for k in ("alpha_ndcg", "density", "hit", "ap", "ndcg")})
+    (pair,) = summarise(rows, n_boot=50)["paired"]
+    assert (pair["a"], pair["b"]) == ("a", "b")
+    assert pair["coverage"]["count"] == 2 and pair["coverage"]["mean"] == pytest.approx(0.25)
+    assert pair["answer_coverage"]["count"] == 1 and pair["answer_coverage"]["mean"] == 0.5
+    assert pair["alpha_ndcg"] is None
+    from eval.context.report import render
+
+    table = render({"questions": 3, "judge": "fake", **summarise(rows, n_boot=50)})
+    assert "| a - b | +0.250 [" in table
