@@ -10,11 +10,13 @@ from typing import Any
 from eval.subcoverage.decompose import Decomposer
 from eval.subcoverage.inputs import AnswerItem, Lookup, answer_items
 from eval.subcoverage.judge import CoverageJudge
+from eval.subcoverage.report import render
 from eval.subcoverage.run import Progress, SubCoverageRun
 from eval.subcoverage.summary import judge_validity, summarise
 from typed_rag.engines.base import Engine
 
 SUMMARY = "summary.json"
+REPORT = "report.md"
 
 
 async def evaluate_subcoverage(
@@ -34,7 +36,7 @@ async def evaluate_subcoverage(
     on_progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Judge what ``out_dir`` lacks for ``answers`` (rows of answers.jsonl), write
-    ``out_dir/summary.json`` and return it.
+    ``out_dir/summary.json`` (and its table, ``report.md``) and return it.
 
     The judge runs on ``engine``: generation for the decomposition and the answer
     fragments (at ``temperature``, 0: deterministic; unparsed replies are resampled
@@ -59,4 +61,5 @@ async def evaluate_subcoverage(
     summary["judge_validity"] = judge_validity(references, run, n_boot, seed)
     path = Path(out_dir) / SUMMARY
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (Path(out_dir) / REPORT).write_text(render(summary), encoding="utf-8")
     return summary

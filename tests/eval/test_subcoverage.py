@@ -333,6 +333,9 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     assert summary["judgements"]["answers_pending"] == 0
     assert summary["judgements"]["positions_located"] == 4
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    report = (tmp_path / "report.md").read_text()
+    assert "judge judge-x" in report and "| rag | 1 | 0.50 [0.50, 0.50] |" in report
+    assert "| rag vs typed-rag | 1 | 0 | 1 | 0 |" in report
 
     # A rerun asks the engine for nothing and reports the same.
     again = judge_engine()
@@ -378,6 +381,7 @@ async def test_graded_references_get_verdicts_only_and_measure_the_judge(tmp_pat
     assert validity["grade3_core_coverage"]["mean"] == 1.0
     assert validity["grade0_core_coverage"]["mean"] == 0.0
     assert list(summary["metrics"]) == ["typed-rag"]  # references are no method
+    assert "Judge validity (1 questions)" in (tmp_path / "report.md").read_text()
 
 
 async def test_failed_decomposition_is_cached_and_reported(tmp_path: Path) -> None:
