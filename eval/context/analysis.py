@@ -118,10 +118,10 @@ def _paired(
     """Every two configurations, each metric's per-question difference (first minus second)
     with a paired bootstrap CI, over the questions where both have the metric: the table's
     marginal intervals overlap even where one configuration wins question by question."""
+    by_question = {c: {r["question_id"]: r for r in rs} for c, rs in by_config.items()}
     out = []
-    for a, b in combinations(by_config, 2):
-        rows_a = {r["question_id"]: r for r in by_config[a]}
-        rows_b = {r["question_id"]: r for r in by_config[b]}
+    for a, b in combinations(by_question, 2):
+        rows_a, rows_b = by_question[a], by_question[b]
         pair: dict[str, Any] = {"a": a, "b": b}
         for key in (*CONTEXT_METRICS, "answer_coverage"):
             both = [

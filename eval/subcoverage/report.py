@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from eval.report_markdown import est_of, fmt
+
 KINDS = ("core", "background", "follow_up")
 
 
-def _est(est: Mapping[str, Any] | None, digits: int = 2) -> str:
-    if not est:
-        return "-"
-    return f"{est['mean']:.{digits}f} [{est['low']:.{digits}f}, {est['high']:.{digits}f}]"
+def _est(est: Mapping[str, Any] | None) -> str:
+    """A stored estimate as ``mean [low, high]`` at two decimals; ``-`` when there is none."""
+    return fmt(est_of(dict(est) if est else None), digits=2, ci=True)
 
 
 def _metric_rows(metrics: Mapping[str, Any]) -> list[str]:
