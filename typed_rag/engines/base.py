@@ -142,6 +142,27 @@ class Engine(abc.ABC):
         await self.close()
 
 
+class PerRequestEngine(Engine):
+    """A backend that serves one request per call (vLLM's async engine, an HTTP server):
+    a batch is its requests submitted together, each cancellable on its own."""
+
+    @abc.abstractmethod
+    async def _one(self, req: ChatRequest) -> ChatResult:
+        """Run one request to completion."""
+
+    async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        await self.start()
+        # cancelling a request closes its connection / aborts it in the engine
+        return await gather_or_cancel([self._one(req) for req in requests])
+
+    async def generate_each(
+        self, requests: Sequence[ChatRequest]
+    ) -> AsyncIterator[tuple[int, ChatResult]]:
+        await self.start()
+        async for item in each_or_cancel([self._one(req) for req in requests]):
+            yield item
+
+
 async def gather_or_cancel(calls: Sequence[Awaitable[T]]) -> list[T]:
     """Run concurrent calls; if one fails or the caller is cancelled, cancel and reap the rest.
 

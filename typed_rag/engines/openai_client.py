@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import httpx
@@ -22,11 +22,9 @@ import httpx
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
-    Engine,
     EngineError,
+    PerRequestEngine,
     StreamDelta,
-    each_or_cancel,
-    gather_or_cancel,
 )
 
 log = logging.getLogger(__name__)
@@ -57,7 +55,7 @@ def backoff_delay(
     return min(cap_s, base_s * (2**attempt)) * (0.5 + random.random() / 2)
 
 
-class OpenAIEngine(Engine):
+class OpenAIEngine(PerRequestEngine):
     """Talks to a remote server; the server owns the model and the chat template."""
 
     name = "openai"
@@ -180,18 +178,6 @@ class OpenAIEngine(Engine):
                 latency_s=time.perf_counter() - start,
                 finish_reason=choice.finish_reason or "stop",
             )
-
-    async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        await self.start()
-        # cancelling a request closes its connection / aborts it in the engine
-        return await gather_or_cancel([self._one(req) for req in requests])
-
-    async def generate_each(
-        self, requests: Sequence[ChatRequest]
-    ) -> AsyncIterator[tuple[int, ChatResult]]:
-        await self.start()
-        async for item in each_or_cancel([self._one(req) for req in requests]):
-            yield item
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         await self.start()

@@ -16,18 +16,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from typed_rag.config import Settings
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
-    Engine,
     EngineError,
+    PerRequestEngine,
     StreamDelta,
-    each_or_cancel,
-    gather_or_cancel,
 )
 
 log = logging.getLogger(__name__)
@@ -46,7 +44,7 @@ def _import_vllm() -> Any:
     return vllm
 
 
-class VllmEngine(Engine):
+class VllmEngine(PerRequestEngine):
     """A transformers model folder (or Hub id) served by vLLM inside this process."""
 
     name = "vllm"
@@ -202,18 +200,6 @@ class VllmEngine(Engine):
             latency_s=time.perf_counter() - start,
             finish_reason=completion.finish_reason or "stop",
         )
-
-    async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        await self.start()
-        # cancelling a request closes its connection / aborts it in the engine
-        return await gather_or_cancel([self._one(req) for req in requests])
-
-    async def generate_each(
-        self, requests: Sequence[ChatRequest]
-    ) -> AsyncIterator[tuple[int, ChatResult]]:
-        await self.start()
-        async for item in each_or_cancel([self._one(req) for req in requests]):
-            yield item
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:
         start = time.perf_counter()
