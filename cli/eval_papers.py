@@ -165,6 +165,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 methods=methods,
                 lookup=index_lookup(settings),
                 references=reference_items(records, types),
+                threshold=settings.eval.coverage_threshold,
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),
                 **_sampling(settings, scorer),
@@ -177,7 +178,8 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
         above = validity["grade3_above_grade0"]
         print(
             f"judge validity: grade-3 reference above grade-0 in core coverage for "
-            f"{above['mean']:.0%} of {validity['n']} questions (ties half)"
+            f"{above['mean']:.0%} of {validity['n']} questions (ties half; covered: "
+            f"P(yes) > {validity['threshold']})"
         )
     return 0
 

@@ -12,7 +12,7 @@ from eval.subcoverage.inputs import AnswerItem, Lookup, answer_items
 from eval.subcoverage.judge import CoverageJudge
 from eval.subcoverage.report import render
 from eval.subcoverage.run import Progress, SubCoverageRun
-from eval.subcoverage.summary import judge_validity, summarise
+from eval.subcoverage.summary import judge_validity, reference_pairs, summarise
 from typed_rag.engines.base import Engine
 
 SUMMARY = "summary.json"
@@ -28,6 +28,7 @@ async def evaluate_subcoverage(
     methods: Sequence[str] | None = None,
     lookup: Lookup | None = None,
     references: Sequence[AnswerItem] = (),
+    threshold: float,
     batch_size: int = 32,
     max_resamples: int = 3,
     seed: int = 42,
@@ -41,7 +42,8 @@ async def evaluate_subcoverage(
     The judge runs on ``engine``: generation for the decomposition and the answer
     fragments (at ``temperature``, 0: deterministic; unparsed replies are resampled
     at most ``max_resamples`` times), next-token choice scoring for the yes/no
-    verdicts (the engine must support :meth:`Engine.score_choices`). ``judge_model``
+    verdicts (the engine must support :meth:`Engine.score_choices`); a cell is covered
+    when the judge's P(yes) is above ``threshold``. ``judge_model``
     is named in the report (default: ``engine.model``). ``lookup`` supplies passage
     texts a run did not store. ``references`` (graded Wiki-NFQA answers,
     :func:`~eval.subcoverage.inputs.reference_items`) get verdicts too, for the summary's
@@ -53,12 +55,15 @@ async def evaluate_subcoverage(
         out_dir,
         Decomposer(engine, max_tokens=512, **sampling),
         CoverageJudge(engine, max_tokens=256, **sampling),
+        threshold=threshold,
         batch_size=batch_size,
     )
     await run.judge_missing(items, on_progress)
     await run.judge_verdicts(references, on_progress)
     summary = summarise(items, run, judge_model or engine.model, n_boot=n_boot, seed=seed)
-    summary["judge_validity"] = judge_validity(references, run, n_boot, seed)
+    summary["judge_validity"] = judge_validity(
+        reference_pairs(references, run), threshold, n_boot, seed
+    )
     path = Path(out_dir) / SUMMARY
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (Path(out_dir) / REPORT).write_text(render(summary), encoding="utf-8")

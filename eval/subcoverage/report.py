@@ -35,7 +35,7 @@ def render(summary: Mapping[str, Any]) -> str:
     """The summary as Markdown: what a reader compares across methods, with 95% CIs."""
     lines = [
         f"# Sub-question coverage ({summary['questions']} questions, judge "
-        f"{summary['judge_model']})",
+        f"{summary['judge_model']}, covered when P(yes) > {summary['threshold']})",
         "",
         "Coverage rates per sub-question kind (Metric #1 over each kind's sub-questions), the "
         "weighted rating (core 1, background 0.5, follow-up -1), Metric #2 (core coverage per "
@@ -69,5 +69,9 @@ def render(summary: Mapping[str, Any]) -> str:
             f"sub-questions than the grade-0 one {_est(validity['grade3_above_grade0'])} of the "
             f"time (ties half); core coverage of grade-3 {_est(validity['grade3_core_coverage'])}, "
             f"of grade-0 {_est(validity['grade0_core_coverage'])}.",
+            "",
+            "The same ordering rate at other thresholds on P(yes): "
+            + ", ".join(f"{t}: {v:.2f}" for t, v in validity["by_threshold"].items())
+            + ".",
         ]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,10 @@ Per question, its sub-questions (``subquestions.jsonl``) and their kinds
 (``labels.jsonl``) are written once and shared by every method. Per
 (text, sub-question), the yes/no verdict is written once (``verdicts.jsonl``):
 a chunk is keyed by its passage id, so a chunk several methods retrieved is
-judged once; an answer by its method and a hash of its text. Per covered
-answer cell, the fragment that answers it is written once (``fragments.jsonl``).
+judged once; an answer by its method and a hash of its text. A verdict is stored as the judge's
+P(yes); whether the cell counts as covered is decided when read, against the run's
+threshold, so a recalibrated threshold needs no new verdicts. Per covered answer
+cell, the fragment that answers it is written once (``fragments.jsonl``).
 Failures are cached with their reason like successes: judges are
 deterministic, so asking again would repeat them.
 """
@@ -26,12 +28,11 @@ SUBQUESTIONS = "subquestions.jsonl"
 LABELS = "labels.jsonl"
 VERDICTS = "verdicts.jsonl"
 FRAGMENTS = "fragments.jsonl"
-COVERED = 0.5  # P(yes) above this: covered
 
 Progress = Callable[[str, int, int], None]
 
 
-def _cell_key(row: Mapping[str, Any]) -> str:
+def cell_key(row: Mapping[str, Any]) -> str:
     return f"{row['question_id']}\t{row['target']}\t{row['sub_question']}"
 
 
@@ -39,9 +40,16 @@ class SubCoverageRun:
     """One output directory of judgements; :meth:`judge_missing` asks only for what is missing."""
 
     def __init__(
-        self, out_dir: Path, decomposer: Decomposer, judge: CoverageJudge, batch_size: int = 32
+        self,
+        out_dir: Path,
+        decomposer: Decomposer,
+        judge: CoverageJudge,
+        threshold: float,
+        batch_size: int = 32,
     ) -> None:
+        """``threshold``: a cell is covered when the judge's P(yes) is above it."""
         self.out_dir = Path(out_dir)
+        self.threshold = threshold
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.decomposer = decomposer
         self.judge = judge
@@ -49,8 +57,8 @@ class SubCoverageRun:
         by_question = lambda r: str(r["question_id"])  # noqa: E731
         self.subquestions = JsonlStore(self.out_dir / SUBQUESTIONS, key=by_question)
         self.labels = JsonlStore(self.out_dir / LABELS, key=by_question)
-        self.verdicts = JsonlStore(self.out_dir / VERDICTS, key=_cell_key)
-        self.fragments = JsonlStore(self.out_dir / FRAGMENTS, key=_cell_key)
+        self.verdicts = JsonlStore(self.out_dir / VERDICTS, key=cell_key)
+        self.fragments = JsonlStore(self.out_dir / FRAGMENTS, key=cell_key)
 
     # ------------------------------------------------------------------ reading
 
@@ -64,9 +72,13 @@ class SubCoverageRun:
         texts, kinds = listed["sub_questions"], labelled["kinds"]
         return [SubQuestion(t, k) for t, k in zip(texts, kinds, strict=True)]
 
-    def covered(self, question_id: str, target: str, sub_question: str) -> bool | None:
+    def p_yes(self, question_id: str, target: str, sub_question: str) -> float | None:
         row = self.verdicts.get(f"{question_id}\t{target}\t{sub_question}")
-        return None if row is None else bool(row["covered"])
+        return None if row is None else float(row["p_yes"])
+
+    def covered(self, question_id: str, target: str, sub_question: str) -> bool | None:
+        p = self.p_yes(question_id, target, sub_question)
+        return None if p is None else p > self.threshold
 
     def fragment(self, question_id: str, target: str, sub_question: str) -> str | None:
         row = self.fragments.get(f"{question_id}\t{target}\t{sub_question}")
@@ -129,7 +141,6 @@ class SubCoverageRun:
                     "target": target,
                     "sub_question": sq,
                     "p_yes": round(p, 6),
-                    "covered": p > COVERED,
                 }
                 for (qid, target, sq, _), p in zip(chunk, probs, strict=True)
             )
@@ -149,7 +160,7 @@ class SubCoverageRun:
             for target, text in targets:
                 for sq in subs:
                     key = (item.question_id, target, sq.text)
-                    if key in seen or self.covered(*key) is not None:
+                    if key in seen or self.p_yes(*key) is not None:
                         continue
                     seen.add(key)
                     out.append((item.question_id, target, sq.text, text))

@@ -116,6 +116,7 @@ def summarise(
             type_ratings[it.type].setdefault(meth, {})[it.question_id] = rated
     return {
         "judge_model": judge_model,
+        "threshold": run.threshold,
         "weights": dict(m.WEIGHTS),
         "questions": len({it.question_id for pairs in judged.values() for it, _ in pairs}),
         "methods": methods,
@@ -129,27 +130,56 @@ def summarise(
     }
 
 
+# Thresholds on P(yes) at which the judge-validity curve is reported.
+CURVE = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
+
+# One question's core sub-questions as P(yes) in its grade-3 and its grade-0 reference.
+GradedPair = tuple[Sequence[float], Sequence[float]]
+
+
+def reference_pairs(references: Sequence[AnswerItem], run: SubCoverageRun) -> list[GradedPair]:
+    """Per question with both references judged and core sub-questions: the judge's
+    P(yes) for each core sub-question in the grade-3 reference and in the grade-0 one."""
+    core: dict[str, dict[int, list[float]]] = defaultdict(dict)
+    for it in references:
+        subs = [sq for sq in run.decomposition_of(it.question_id) or [] if sq.kind == "core"]
+        ps = [run.p_yes(it.question_id, it.answer_target, sq.text) for sq in subs]
+        if subs and all(p is not None for p in ps):
+            grade = int(it.method.removeprefix(f"{REFERENCE}:"))
+            core[it.question_id][grade] = [float(p) for p in ps if p is not None]
+    return [(g[3], g[0]) for g in core.values() if 3 in g and 0 in g]
+
+
+def _ordered(pairs: Sequence[GradedPair], threshold: float) -> tuple[list[float], ...]:
+    """Per pair: 1 if grade 3 has the higher core coverage at ``threshold``, 0.5 if tied,
+    else 0; and the two coverages."""
+    above, cov3, cov0 = [], [], []
+    for p3, p0 in pairs:
+        a = sum(p > threshold for p in p3) / len(p3)
+        b = sum(p > threshold for p in p0) / len(p0)
+        above.append(1.0 if a > b else 0.5 if a == b else 0.0)
+        cov3.append(a)
+        cov0.append(b)
+    return above, cov3, cov0
+
+
 def judge_validity(
-    references: Sequence[AnswerItem], run: SubCoverageRun, n_boot: int = 1000, seed: int = 42
+    pairs: Sequence[GradedPair], threshold: float, n_boot: int = 1000, seed: int = 42
 ) -> dict[str, Any] | None:
     """How often the judge finds more core sub-questions covered in a question's grade-3
     reference than in its grade-0 one (ties count half), with each grade's mean core
-    coverage; over the questions with both references judged and core sub-questions."""
-    core: dict[str, dict[int, float]] = defaultdict(dict)
-    for it in references:
-        cells = run.cells(it)
-        rate = m.coverage_rates(cells)["core"] if cells is not None else None
-        if rate is not None:
-            core[it.question_id][int(it.method.removeprefix(f"{REFERENCE}:"))] = rate
-    pairs = [(g[3], g[0]) for g in core.values() if 3 in g and 0 in g]
+    coverage, at ``threshold``; and the same ordering rate at each threshold of
+    :data:`CURVE`, which is what the threshold is calibrated on."""
     if not pairs:
         return None
-    ordered = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]
+    above, cov3, cov0 = _ordered(pairs, threshold)
     return {
         "n": len(pairs),
-        "grade3_above_grade0": _est(estimate(ordered, n_boot, seed)),
-        "grade3_core_coverage": _est(estimate([a for a, _ in pairs], n_boot, seed)),
-        "grade0_core_coverage": _est(estimate([b for _, b in pairs], n_boot, seed)),
+        "threshold": threshold,
+        "grade3_above_grade0": _est(estimate(above, n_boot, seed)),
+        "grade3_core_coverage": _est(estimate(cov3, n_boot, seed)),
+        "grade0_core_coverage": _est(estimate(cov0, n_boot, seed)),
+        "by_threshold": {f"{t:.2f}": sum(_ordered(pairs, t)[0]) / len(pairs) for t in CURVE},
     }
 
 

@@ -17,8 +17,11 @@ from eval.subcoverage.inputs import answer_items
 from eval.subcoverage.judge import addressing_position, p_yes, parse_fragment, verdict_request
 from eval.subcoverage.metrics import AnswerCells
 from eval.subcoverage.prompts import MAX_SUB_QUESTIONS, classify_messages, fragment_messages
+from eval.subcoverage.summary import judge_validity
 from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.engines.fake import FakeEngine, scripted_responder
+
+T = 0.7  # the coverage threshold on P(yes); the scripted judge gives 0.9 or 0.2
 
 # --------------------------------------------------------------------------- metrics by hand
 
@@ -296,7 +299,14 @@ def lookup(ids: list[str]) -> dict[str, tuple[str, str]]:
 async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_path: Path) -> None:
     engine = judge_engine()
     summary = await evaluate_subcoverage(
-        engine, ROWS, tmp_path, judge_model="judge-x", lookup=lookup, n_boot=50, batch_size=5
+        engine,
+        ROWS,
+        tmp_path,
+        judge_model="judge-x",
+        lookup=lookup,
+        n_boot=50,
+        batch_size=5,
+        threshold=T,
     )
     # One list call and one label call; chunks p1, p3 (rag) and p2 (typed-rag) judged once
     # each, plus two non-empty answers: 5 texts x 4 sub-questions.
@@ -341,7 +351,7 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     again = judge_engine()
     assert (
         await evaluate_subcoverage(
-            again, ROWS, tmp_path, judge_model="judge-x", lookup=lookup, n_boot=50
+            again, ROWS, tmp_path, judge_model="judge-x", lookup=lookup, n_boot=50, threshold=T
         )
         == summary
     )
@@ -350,7 +360,7 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     # A regenerated answer is judged afresh; nothing else is.
     changed = [dict(ROWS[0], answer="Sunsets are red.")] + ROWS[1:]
     third = judge_engine()
-    await evaluate_subcoverage(third, changed, tmp_path, lookup=lookup, n_boot=50)
+    await evaluate_subcoverage(third, changed, tmp_path, lookup=lookup, n_boot=50, threshold=T)
     assert len(third.choice_calls) == 4 and len(third.calls) == 1  # one new fragment
 
 
@@ -371,7 +381,9 @@ async def test_graded_references_get_verdicts_only_and_measure_the_judge(tmp_pat
         ("reference:0", "Paris is big.", "REASON", []),
     ]
     engine = judge_engine()
-    summary = await evaluate_subcoverage(engine, ROWS[1:2], tmp_path, references=refs, n_boot=50)
+    summary = await evaluate_subcoverage(
+        engine, ROWS[1:2], tmp_path, references=refs, n_boot=50, threshold=T
+    )
     titles = [(r.json_schema or {}).get("title") for r in engine.calls]
     assert titles.count("coverage_fragment") == 2  # the typed-rag answer's, none for references
     assert len(engine.choice_calls) == 5 * 4  # answer, p1, p2 and two references
@@ -383,16 +395,47 @@ async def test_graded_references_get_verdicts_only_and_measure_the_judge(tmp_pat
     assert list(summary["metrics"]) == ["typed-rag"]  # references are no method
     assert "Judge validity (1 questions)" in (tmp_path / "report.md").read_text()
 
+    # The threshold is applied when verdicts are read: a stricter one needs no new calls
+    # and here makes every cell uncovered (the judge's P(yes) is 0.9 or 0.2).
+    strict = judge_engine()
+    summary = await evaluate_subcoverage(
+        strict, ROWS[1:2], tmp_path, references=refs, n_boot=50, threshold=0.95
+    )
+    assert strict.calls == [] and strict.choice_calls == []
+    assert summary["threshold"] == 0.95
+    assert summary["metrics"]["typed-rag"]["overall"]["rating"]["mean"] == 0.0
+    assert summary["judge_validity"]["grade3_above_grade0"]["mean"] == 0.5  # a tie
+    assert summary["judge_validity"]["by_threshold"]["0.85"] == 1.0
+    assert "covered when P(yes) > 0.95" in (tmp_path / "report.md").read_text()
+
+
+def test_judge_validity_orders_graded_references_at_each_threshold() -> None:
+    # Two questions' core P(yes) in their grade-3 and grade-0 references.
+    pairs = [([0.9, 0.6], [0.6, 0.4]), ([0.8], [0.75])]
+    validity = judge_validity(pairs, threshold=0.7, n_boot=20)
+    assert validity is not None and validity["n"] == 2
+    # 0.7: q1 covers 1/2 vs 0/2 (ordered), q2 1 vs 1 (a tie, half).
+    assert validity["grade3_above_grade0"]["mean"] == pytest.approx(0.75)
+    assert validity["grade3_core_coverage"]["mean"] == pytest.approx(0.75)
+    assert validity["grade0_core_coverage"]["mean"] == pytest.approx(0.5)
+    curve = validity["by_threshold"]
+    assert curve["0.50"] == pytest.approx(0.75)  # q1 1 vs 1/2; q2 tie
+    assert curve["0.75"] == pytest.approx(1.0)  # q2: 0.8 covers, 0.75 does not
+    assert curve["0.90"] == pytest.approx(0.5)  # nothing covered: two ties
+    assert judge_validity([], threshold=0.7) is None
+
 
 async def test_failed_decomposition_is_cached_and_reported(tmp_path: Path) -> None:
     engine = FakeEngine(scripted_responder({"sub_question_list": "never json"}))
     rows = [dict(ROWS[1])]
-    summary = await evaluate_subcoverage(engine, rows, tmp_path, max_resamples=1, n_boot=10)
+    summary = await evaluate_subcoverage(
+        engine, rows, tmp_path, max_resamples=1, n_boot=10, threshold=T
+    )
     assert len(engine.calls) == 2 and engine.choice_calls == []
     assert summary["decomposition"]["failed"] == {"list:no-json": 1}
     assert summary["judgements"]["answers_pending"] == 1 and summary["questions"] == 0
     again = FakeEngine(scripted_responder({"sub_question_list": "never json"}))
-    await evaluate_subcoverage(again, rows, tmp_path, max_resamples=1, n_boot=10)
+    await evaluate_subcoverage(again, rows, tmp_path, max_resamples=1, n_boot=10, threshold=T)
     assert again.calls == []
 
 
