@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,16 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
                 help="retrieval-only configurations to add (index eval specs, e.g. bm25,bm25+mpnet-rrf@30)",
             )
             p.add_argument("-k", type=int, default=5, help="passages per retrieval configuration")
+        else:
+            p.add_argument(
+                "--also",
+                action="append",
+                default=[],
+                metavar="NAME=RUN_DIR:METHOD",
+                help="judge METHOD's answers in another run as method NAME beside run_dir's "
+                "(an arm of a method comparison, e.g. m2=results/method/m2:typed-rag); "
+                "repeatable; only questions every run answered",
+            )
 
 
 def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
@@ -83,22 +94,64 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
     return report if enabled else None
 
 
+@dataclass(frozen=True)
+class Arm:
+    """``--also NAME=RUN_DIR:METHOD``: another run's answers of one method, judged as NAME."""
+
+    name: str
+    answers: JsonlStore
+    method: str
+
+    @classmethod
+    def parse(cls, spec: str, taken: Sequence[str]) -> Arm:
+        name, eq, rest = spec.partition("=")
+        run_dir, colon, method = rest.rpartition(":")
+        if not eq or not colon or not name.strip() or not method.strip():
+            raise UserError(f"--also {spec!r}: expected NAME=RUN_DIR:METHOD")
+        name = name.strip()
+        if name in taken:
+            raise UserError(f"--also {spec!r}: the name {name!r} is already a method")
+        path = Path(run_dir) / ANSWERS
+        if not path.is_file():
+            raise UserError(f"--also {spec!r}: {path} does not exist (a directory of `eval run`)")
+        return cls(name, JsonlStore(path, readonly=True), parse_methods(method)[0])
+
+    def answered(self, question_id: str) -> bool:
+        return f"{self.method}\t{question_id}" in self.answers
+
+    def rows(self, question_ids: set[str]) -> list[dict[str, Any]]:
+        return [
+            dict(row, method=self.name)
+            for row in self.answers
+            if row.get("method") == self.method and row["question_id"] in question_ids
+        ]
+
+
 def _run_records(
-    args: argparse.Namespace, settings: Settings, methods: Sequence[str]
+    args: argparse.Namespace,
+    settings: Settings,
+    methods: Sequence[str],
+    arms: Sequence[Arm] = (),
 ) -> list[WikiNFQARecord]:
-    """The run's questions that every one of ``methods`` answered (by id), optionally the
-    first N of them."""
+    """The run's questions that every one of ``methods`` (and of ``arms``) answered (by id),
+    optionally the first N of them."""
     manifest = read_manifest(args.run_dir)
     ids = manifest.get("question_ids") or []
     if args.subsets == "all" and manifest.get("subsets"):  # only the run's subsets
         args.subsets = ",".join(manifest["subsets"])
     by_id = {r.question_id: r for r in load_data(args, settings).records}
     answers = JsonlStore(args.run_dir / ANSWERS, readonly=True)
-    records = [by_id[q] for q in ids if q in by_id and all(f"{m}\t{q}" in answers for m in methods)]
+    records = [
+        by_id[q]
+        for q in ids
+        if q in by_id
+        and all(f"{m}\t{q}" in answers for m in methods)
+        and all(arm.answered(q) for arm in arms)
+    ]
     if not records:
         raise UserError(
             f"no question of {args.run_dir} in the Wiki-NFQA data was answered by all of "
-            + ", ".join(methods)
+            + ", ".join([*methods, *(arm.name for arm in arms)])
         )
     return records[: args.limit] if args.limit else records
 
@@ -148,10 +201,14 @@ def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
-    records = _run_records(args, settings, methods)
+    arms: list[Arm] = []
+    for spec in args.also:
+        arms.append(Arm.parse(spec, [*methods, *(a.name for a in arms)]))
+    records = _run_records(args, settings, methods, arms)
     wanted = {r.question_id for r in records}
     stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
-    answers = [a for a in stored if a["question_id"] in wanted]
+    answers = [a for a in stored if a["question_id"] in wanted and a.get("method") in methods]
+    answers += [row for arm in arms for row in arm.rows(wanted)]
     types = {str(a["question_id"]): str(a.get("type") or "UNKNOWN") for a in answers}
     scorer, engine = _judge_parts(args, settings)
 
@@ -162,7 +219,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 answers,
                 args.out,
                 judge_model=scorer_name(scorer),
-                methods=methods,
+                methods=[*methods, *(arm.name for arm in arms)],
                 lookup=index_lookup(settings),
                 references=reference_items(records, types),
                 threshold=settings.eval.coverage_threshold,

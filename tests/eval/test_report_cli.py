@@ -316,3 +316,47 @@ def test_eval_context_judges_a_run_on_disk(
     assert engines[0].choice_calls
     assert main([*args, "--no-progress"]) == 0
     assert engines[1].choice_calls == [] and engines[1].calls == []  # all cached
+
+
+def test_eval_coverage_judges_arms_of_other_runs_beside_the_run(
+    tmp_path: Path, nfqa_dir: Path, stand_ins: dict, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`eval coverage RUN --also NAME=RUN2:METHOD` judges the other run's answers as method
+    NAME on the questions both runs answered, so arms compare by win rate in one summary."""
+    common = base_args(tmp_path, nfqa_dir)
+    run = ["eval", "run", "--subsets", "nq", "--no-progress"]
+    assert main([*common, *run, "--methods", "llm,rag", "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, *run, "--methods", "rag", "--out", str(tmp_path / "b")]) == 0
+
+    def judge(req):
+        title = (req.json_schema or {}).get("title")
+        if title == "sub_question_list":
+            return '{"sub_questions": ["Why does chlorophyll break down?", "Who is Bob?"]}'
+        if title == "sub_question_labels":
+            return '{"labels": [{"id": 1, "type": "core"}, {"id": 2, "type": "follow_up"}]}'
+        return '{"fragment": "None"}'
+
+    def chooser(req):
+        text = req.messages[-1]["content"]
+        return (
+            {"yes": 0.9, "no": 0.1} if "hlorophyll" in text.split("Question:")[0] else {"no": 1.0}
+        )
+
+    monkeypatch.setattr(
+        typed_rag.engines, "build_engine", lambda s: FakeEngine(judge, chooser=chooser)
+    )
+    out = tmp_path / "coverage"
+    args = [*common, "eval", "coverage", str(tmp_path / "a"), "--methods", "rag", "--out", str(out)]
+    assert main([*args, "--also", f"arm-b={tmp_path / 'b'}:rag", "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["methods"] == ["rag", "arm-b"] and summary["questions"] == 5
+    assert {(w["a"], w["b"]) for w in summary["win_rates"]["overall"]} == {("rag", "arm-b")}
+    assert summary["metrics"]["arm-b"]["overall"]["n"] == 5
+
+    capsys.readouterr()
+    assert main([*args, "--also", f"rag={tmp_path / 'b'}:rag"]) == 2
+    assert "already a method" in capsys.readouterr().err
+    assert main([*args, "--also", f"x={tmp_path / 'nowhere'}:rag"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main([*args, "--also", "x-without-a-method"]) == 2
+    assert "NAME=RUN_DIR:METHOD" in capsys.readouterr().err
