@@ -52,13 +52,15 @@ def render(summary: Mapping[str, Any]) -> str:
     if wins:
         lines += [
             "",
-            "Pairwise, by weighted rating per question:",
+            "Pairwise, by weighted rating per question (the difference a - b with a paired "
+            "bootstrap interval):",
             "",
-            "| a vs b | n | a wins | b wins | ties |",
-            "|---|---:|---:|---:|---:|",
+            "| a vs b | n | a wins | b wins | ties | rating a - b |",
+            "|---|---:|---:|---:|---:|---|",
         ]
         lines += [
-            f"| {w['a']} vs {w['b']} | {w['n']} | {w['wins']} | {w['losses']} | {w['ties']} |"
+            f"| {w['a']} vs {w['b']} | {w['n']} | {w['wins']} | {w['losses']} | {w['ties']} | "
+            f"{_est(w.get('rating_difference'))} |"
             for w in wins
         ]
     validity = summary.get("judge_validity")

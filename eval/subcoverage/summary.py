@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eval.metrics import Estimate, estimate
+from eval.metrics import Estimate, estimate, paired_difference
 from eval.subcoverage import metrics as m
 from eval.subcoverage.decompose import KINDS
 from eval.subcoverage.inputs import REFERENCE, AnswerItem
@@ -69,8 +69,19 @@ def metrics_block(
     return block
 
 
-def _win_rates(ratings: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
-    return [_plain(w.to_dict()) for w in m.win_rates(ratings)]
+def _win_rates(
+    ratings: dict[str, dict[str, float]], n_boot: int = 1000, seed: int = 42
+) -> list[dict[str, Any]]:
+    """Each pair's win counts, and its mean rating difference a - b over the questions
+    both answered with a paired bootstrap interval."""
+    rows = []
+    for w in m.win_rates(ratings):
+        shared = [q for q in ratings[w.a] if q in ratings[w.b]]
+        diff = paired_difference(
+            [ratings[w.a][q] for q in shared], [ratings[w.b][q] for q in shared], n_boot, seed
+        )
+        rows.append(_plain(w.to_dict()) | {"rating_difference": _est(diff)})
+    return rows
 
 
 def summarise(
@@ -124,8 +135,8 @@ def summarise(
         "judgements": _judgement_stats(items, run, pending),
         "metrics": per_method,
         "win_rates": {
-            "overall": _win_rates(ratings),
-            "by_type": {t: _win_rates(r) for t, r in sorted(type_ratings.items())},
+            "overall": _win_rates(ratings, n_boot, seed),
+            "by_type": {t: _win_rates(r, n_boot, seed) for t, r in sorted(type_ratings.items())},
         },
     }
 

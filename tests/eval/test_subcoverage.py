@@ -339,13 +339,14 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     assert llm["rating"]["mean"] == 0.0  # the empty answer covers nothing, unjudged
     pairs = {(w["a"], w["b"]): w for w in summary["win_rates"]["overall"]}
     assert pairs[("rag", "typed-rag")]["losses"] == 1
+    assert pairs[("rag", "typed-rag")]["rating_difference"]["mean"] == pytest.approx(-1.5)
     assert pairs[("typed-rag", "llm")]["wins"] == 1 and pairs[("rag", "llm")]["losses"] == 1
     assert summary["judgements"]["answers_pending"] == 0
     assert summary["judgements"]["positions_located"] == 4
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     report = (tmp_path / "report.md").read_text()
     assert "judge judge-x" in report and "| rag | 1 | 0.50 [0.50, 0.50] |" in report
-    assert "| rag vs typed-rag | 1 | 0 | 1 | 0 |" in report
+    assert "| rag vs typed-rag | 1 | 0 | 1 | 0 | -1.50 [-1.50, -1.50] |" in report
 
     # A rerun asks the engine for nothing and reports the same.
     again = judge_engine()
