@@ -85,6 +85,12 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
                 "(an arm of a method comparison, e.g. m2=results/method/m2:typed-rag); "
                 "repeatable; only questions every run answered",
             )
+            p.add_argument(
+                "--answers-only",
+                action="store_true",
+                help="judge the answers only: no retrieved chunk (Metrics #2-#5) and no "
+                "fragment (#6), what a comparison of generation methods by rating needs",
+            )
 
 
 def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
@@ -209,6 +215,8 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
     stored = JsonlStore(args.run_dir / ANSWERS, readonly=True)
     answers = [a for a in stored if a["question_id"] in wanted and a.get("method") in methods]
     answers += [row for arm in arms for row in arm.rows(wanted)]
+    if args.answers_only:
+        answers = [dict(a, result={**(a.get("result") or {}), "passages": []}) for a in answers]
     types = {str(a["question_id"]): str(a.get("type") or "UNKNOWN") for a in answers}
     scorer, engine = _judge_parts(args, settings)
 
@@ -223,6 +231,7 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 lookup=index_lookup(settings),
                 references=reference_items(records, types),
                 threshold=settings.eval.coverage_threshold,
+                fragments=not args.answers_only,
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),
                 **_sampling(settings, scorer),

@@ -29,6 +29,7 @@ async def evaluate_subcoverage(
     lookup: Lookup | None = None,
     references: Sequence[AnswerItem] = (),
     threshold: float,
+    fragments: bool = True,
     batch_size: int = 32,
     max_resamples: int = 3,
     seed: int = 42,
@@ -43,7 +44,8 @@ async def evaluate_subcoverage(
     fragments (at ``temperature``, 0: deterministic; unparsed replies are resampled
     at most ``max_resamples`` times), next-token choice scoring for the yes/no
     verdicts (the engine must support :meth:`Engine.score_choices`); a cell is covered
-    when the judge's P(yes) is above ``threshold``. ``judge_model``
+    when the judge's P(yes) is above ``threshold``. ``fragments=False`` skips the
+    fragment extraction (no Metric #6; for comparing answers quickly). ``judge_model``
     is named in the report (default: ``engine.model``). ``lookup`` supplies passage
     texts a run did not store. ``references`` (graded Wiki-NFQA answers,
     :func:`~eval.subcoverage.inputs.reference_items`) get verdicts too, for the summary's
@@ -58,7 +60,7 @@ async def evaluate_subcoverage(
         threshold=threshold,
         batch_size=batch_size,
     )
-    await run.judge_missing(items, on_progress)
+    await run.judge_missing(items, on_progress, fragments)
     await run.judge_verdicts(references, on_progress)
     summary = summarise(items, run, judge_model or engine.model, n_boot=n_boot, seed=seed)
     summary["judge_validity"] = judge_validity(

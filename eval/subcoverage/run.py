@@ -119,12 +119,17 @@ class SubCoverageRun:
     # ------------------------------------------------------------------ judging
 
     async def judge_missing(
-        self, items: Sequence[AnswerItem], on_progress: Progress | None = None
+        self,
+        items: Sequence[AnswerItem],
+        on_progress: Progress | None = None,
+        fragments: bool = True,
     ) -> None:
-        """Decompose, then judge every missing verdict, then extract missing fragments."""
+        """Decompose, then judge every missing verdict, then (unless ``fragments`` is
+        false: Metric #6 is then left out) extract missing fragments."""
         await self._decompose(items, on_progress)
         await self.judge_verdicts(items, on_progress)
-        await self._fragments(items, on_progress)
+        if fragments:
+            await self._fragments(items, on_progress)
 
     async def judge_verdicts(
         self, items: Sequence[AnswerItem], on_progress: Progress | None = None

@@ -352,6 +352,15 @@ def test_eval_coverage_judges_arms_of_other_runs_beside_the_run(
     assert summary["methods"] == ["rag", "arm-b"] and summary["questions"] == 5
     assert {(w["a"], w["b"]) for w in summary["win_rates"]["overall"]} == {("rag", "arm-b")}
     assert summary["metrics"]["arm-b"]["overall"]["n"] == 5
+    assert summary["metrics"]["rag"]["overall"]["metric2"] is not None  # chunks judged
+
+    quick = tmp_path / "answers-only"
+    also = ["--also", f"arm-b={tmp_path / 'b'}:rag", "--answers-only", "--no-progress"]
+    assert main([*args[:-1], str(quick), *also]) == 0
+    summary = json.loads((quick / "summary.json").read_text())
+    assert summary["metrics"]["rag"]["overall"]["metric2"] is None  # no chunk judged
+    assert summary["judgements"]["fragments"] == 0 and summary["questions"] == 5
+    assert summary["metrics"]["rag"]["overall"]["rating"] is not None
 
     capsys.readouterr()
     assert main([*args, "--also", f"rag={tmp_path / 'b'}:rag"]) == 2
