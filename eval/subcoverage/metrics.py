@@ -188,13 +188,24 @@ class WinRate:
 
     a: str
     b: str
-    wins: int
-    losses: int
-    ties: int
+    diffs: tuple[float, ...]  # a's rating minus b's, per question both answered
+    tolerance: float = 1e-9  # differences within it tie
+
+    @property
+    def wins(self) -> int:
+        return sum(d > self.tolerance for d in self.diffs)
+
+    @property
+    def losses(self) -> int:
+        return sum(d < -self.tolerance for d in self.diffs)
+
+    @property
+    def ties(self) -> int:
+        return sum(abs(d) <= self.tolerance for d in self.diffs)
 
     @property
     def n(self) -> int:
-        return self.wins + self.losses + self.ties
+        return len(self.diffs)
 
     def to_dict(self) -> dict[str, float | int | str]:
         n = self.n
@@ -218,15 +229,6 @@ def win_rates(ratings: Mapping[str, Mapping[str, float]], tolerance: float = 1e-
     out = []
     for i, a in enumerate(methods):
         for b in methods[i + 1 :]:
-            shared = [q for q in ratings[a] if q in ratings[b]]
-            diffs = [ratings[a][q] - ratings[b][q] for q in shared]
-            out.append(
-                WinRate(
-                    a,
-                    b,
-                    wins=sum(d > tolerance for d in diffs),
-                    losses=sum(d < -tolerance for d in diffs),
-                    ties=sum(abs(d) <= tolerance for d in diffs),
-                )
-            )
+            diffs = tuple(ratings[a][q] - ratings[b][q] for q in ratings[a] if q in ratings[b])
+            out.append(WinRate(a, b, diffs, tolerance))
     return out

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eval.metrics import Estimate, estimate, paired_difference
+from eval.metrics import Estimate, estimate
 from eval.subcoverage import metrics as m
 from eval.subcoverage.decompose import KINDS
 from eval.subcoverage.inputs import REFERENCE, AnswerItem
@@ -74,14 +74,10 @@ def _win_rates(
 ) -> list[dict[str, Any]]:
     """Each pair's win counts, and its mean rating difference a - b over the questions
     both answered with a paired bootstrap interval."""
-    rows = []
-    for w in m.win_rates(ratings):
-        shared = [q for q in ratings[w.a] if q in ratings[w.b]]
-        diff = paired_difference(
-            [ratings[w.a][q] for q in shared], [ratings[w.b][q] for q in shared], n_boot, seed
-        )
-        rows.append(_plain(w.to_dict()) | {"rating_difference": _est(diff)})
-    return rows
+    return [
+        _plain(w.to_dict()) | {"rating_difference": _est(estimate(w.diffs, n_boot, seed))}
+        for w in m.win_rates(ratings)
+    ]
 
 
 def summarise(
