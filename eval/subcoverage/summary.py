@@ -219,6 +219,9 @@ def _decomposition_stats(items: Sequence[AnswerItem], run: SubCoverageRun) -> di
 def _judgement_stats(
     items: Sequence[AnswerItem], run: SubCoverageRun, pending: int
 ) -> dict[str, int]:
+    """Counts of what the report rests on; the cache may hold more questions (a run grown
+    past ``--limit``), so verdicts and fragments are counted for these questions only."""
+    qids = {it.question_id for it in items}
     covered_cells = located = failed = 0
     for it in items:
         if not it.answer.strip():
@@ -233,8 +236,8 @@ def _judgement_stats(
                 elif frag and addressing_position(it.answer, frag) is not None:
                     located += 1
     return {
-        "verdicts": len(run.verdicts),
-        "fragments": len(run.fragments),
+        "verdicts": sum(str(v["question_id"]) in qids for v in run.verdicts),
+        "fragments": sum(str(f["question_id"]) in qids for f in run.fragments),
         "covered_answer_cells": covered_cells,
         "positions_located": located,
         "fragment_failures": failed,

@@ -343,12 +343,17 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
     assert pairs[("typed-rag", "llm")]["wins"] == 1 and pairs[("rag", "llm")]["losses"] == 1
     assert summary["judgements"]["answers_pending"] == 0
     assert summary["judgements"]["positions_located"] == 4
+    assert (summary["judgements"]["verdicts"], summary["judgements"]["fragments"]) == (20, 4)
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     report = (tmp_path / "report.md").read_text()
     assert "judge judge-x" in report and "| rag | 1 | 0.50 [0.50, 0.50] |" in report
     assert "| rag vs typed-rag | 1 | 0 | 1 | 0 | -1.50 [-1.50, -1.50] |" in report
 
-    # A rerun asks the engine for nothing and reports the same.
+    # A rerun asks the engine for nothing and reports the same, even when the cache holds
+    # another question's verdicts (a run grown past this one's --limit).
+    other = {"question_id": "q-later", "target": "answer:rag:x", "sub_question": "?", "p_yes": 1}
+    with (tmp_path / "verdicts.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(other) + "\n")
     again = judge_engine()
     assert (
         await evaluate_subcoverage(
