@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -21,25 +22,43 @@ def tokens(text: str) -> int:
     return len(text.split())
 
 
-def question_rows(
-    run: ContextRun, q: ContextQuestion, threshold: int = m.THRESHOLD
-) -> list[dict[str, Any]]:
-    """One row per configuration of ``q``; empty when its sub-questions or grades are missing."""
+@dataclass
+class Matrix:
+    """One question's graded pool: each passage's grades and the answerable sub-questions."""
+
+    sub_questions: list[str]
+    grades: Callable[[str], list[int] | None]  # a target's grade per sub-question, if all graded
+    pool: dict[str, list[int]]  # passage target -> grades, in first-seen order
+    keep: list[int]  # the answerable sub-questions
+
+
+def matrix_of(run: ContextRun, q: ContextQuestion, threshold: int) -> Matrix | None:
+    """``q``'s graded pool; None while its sub-questions or a passage's grades are missing."""
     subs = run.sub_questions_of(q.question_id)
     if not subs:
-        return []
+        return None
 
     def grades(target: str) -> list[int] | None:
         row = [run.grade_of(q.question_id, target, s) for s in subs]
         return None if any(g is None for g in row) else [int(g) for g in row if g is not None]
 
-    texts = pool_of(q)
-    pool_ids = list(texts)
-    matrix = {t: grades(t) for t in pool_ids}
-    if any(v is None for v in matrix.values()):
+    pool = {t: grades(t) for t in pool_of(q)}
+    if any(v is None for v in pool.values()):
+        return None
+    graded = {t: v or [] for t, v in pool.items()}
+    return Matrix(subs, grades, graded, m.answerable(list(graded.values()), threshold))
+
+
+def question_rows(
+    run: ContextRun, q: ContextQuestion, threshold: int = m.THRESHOLD
+) -> list[dict[str, Any]]:
+    """One row per configuration of ``q``; empty when its sub-questions or grades are missing."""
+    mx = matrix_of(run, q, threshold)
+    if mx is None:
         return []
-    pool = [matrix[t] or [] for t in pool_ids]
-    keep = m.answerable(pool, threshold)
+    keep, texts = mx.keep, pool_of(q)
+    pool_ids = list(texts)
+    pool = list(mx.pool.values())
     oracle = m.required_subset(pool, keep, threshold)
     oracle_tokens = sum(tokens(str(texts[pool_ids[i]].get("text", ""))) for i in oracle)
     aliases = gold_aliases(q.gold) if q.gold else []
@@ -48,16 +67,16 @@ def question_rows(
     )
     rows = []
     for config, passages in q.contexts.items():
-        ranked = [matrix[passage_target(p)] or [] for p in passages]
+        ranked = [mx.pool[passage_target(p)] for p in passages]
         ctx_tokens = sum(tokens(str(p.get("text", ""))) for p in passages)
-        answer = grades(answer_target(config)) if config in q.answers else None
+        answer = mx.grades(answer_target(config)) if config in q.answers else None
         relevant = [
             bool(aliases) and contains_gold(str(p.get("text", "")), aliases) for p in passages
         ]
         row: dict[str, Any] = {
             "question_id": q.question_id,
             "config": config,
-            "sub_questions": len(subs),
+            "sub_questions": len(mx.sub_questions),
             "answerable": len(keep),
             "passages": len(passages),
             "coverage": m.coverage(ranked, keep, threshold),
@@ -69,6 +88,38 @@ def question_rows(
             row.update(m.relevance_metrics(relevant, relevant_pool))
         rows.append(row)
     return rows
+
+
+def reference_pair(
+    run: ContextRun, q: ContextQuestion, threshold: int = m.THRESHOLD
+) -> tuple[float, float] | None:
+    """Final-answer coverage of ``q``'s better graded reference and of its grade-0 one (the
+    answerable sub-questions either answers, as for a configuration's answer); None when
+    the question has no such pair, nothing answerable, or a grade is missing."""
+    mx = matrix_of(run, q, threshold)
+    if mx is None or not mx.keep or len(q.references) != 2:
+        return None
+    covered = [mx.grades(answer_target(name)) for name in q.references]
+    if any(g is None for g in covered):
+        return None
+    better, zero = (m.coverage([g or []], mx.keep, threshold) or 0.0 for g in covered)
+    return better, zero
+
+
+def judge_validity(
+    pairs: Sequence[tuple[float, float]], n_boot: int = 1000, seed: int = 42
+) -> dict[str, Any] | None:
+    """How often the judge finds more answerable sub-questions answered in the better graded
+    reference than in the grade-0 one (ties count half), and each one's mean coverage."""
+    if not pairs:
+        return None
+    above = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]
+    return {
+        "n": len(pairs),
+        "better_above_grade0": _mean_ci(above, n_boot, seed),
+        "better_coverage": _mean_ci([a for a, _ in pairs], n_boot, seed),
+        "grade0_coverage": _mean_ci([b for _, b in pairs], n_boot, seed),
+    }
 
 
 def _mean_ci(values: Sequence[float], n_boot: int, seed: int) -> dict[str, Any] | None:
@@ -154,11 +205,13 @@ async def evaluate(
     rows = [r for q in questions for r in question_rows(run, q, threshold)]
     summary = summarise(rows, n_boot, seed)
     unjudged = [q.question_id for q in questions if not run.sub_questions_of(q.question_id)]
+    pairs = [p for q in questions if (p := reference_pair(run, q, threshold)) is not None]
     return {
         "questions": len({r["question_id"] for r in rows}),
         "no_sub_questions": unjudged,
         "judge": judge_name,
         "threshold": threshold,
         **summary,
+        "judge_validity": judge_validity(pairs, n_boot, seed),
         "rows": rows,
     }

@@ -17,10 +17,30 @@ from typed_rag.store import JsonlStore
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]
 
 
+def _by_grade(record: WikiNFQARecord) -> list[int]:
+    """The record's answer indices from the highest grade down, first listed first."""
+    return sorted(range(len(record.answers)), key=lambda i: (-record.labels[i], i))
+
+
 def best_reference(record: WikiNFQARecord) -> str:
     """The highest-graded reference answer: CRUX's oracle result stands in for it."""
-    best = max(range(len(record.answers)), key=lambda i: (record.labels[i], -i))
-    return record.answers[best]
+    return record.answers[_by_grade(record)[0]]
+
+
+def validity_references(record: WikiNFQARecord) -> dict[str, str]:
+    """Two more of the record's graded answers, keyed ``reference:GRADE``, for the judge's
+    validity check: the best one after the sub-questions' source, and the first of grade 0.
+    A grader worth reading finds more of the sub-questions answered in the first. Empty
+    when the record has no such pair."""
+    ranked = _by_grade(record)[1:]
+    zero = next((i for i in sorted(ranked) if record.labels[i] == 0), None)
+    if not ranked or zero is None or record.labels[ranked[0]] == 0:
+        return {}
+    better = ranked[0]
+    return {
+        f"reference:{record.labels[better]}": record.answers[better],
+        "reference:0": record.answers[zero],
+    }
 
 
 def method_context(answer_row: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -52,6 +72,7 @@ def run_questions(
                 contexts={m: method_context(r) for m, r in rows.items() if r is not None},
                 answers={m: str(r.get("answer") or "") for m, r in rows.items() if r is not None},
                 gold=rec.gold,
+                references=validity_references(rec),
             )
         )
     if lookup is not None:

@@ -48,6 +48,16 @@ def render(summary: Mapping[str, Any]) -> str:
     ]
     for config, row in summary["configs"].items():
         lines.append(f"| {config} | {row['n']} | " + " | ".join(_cell(row[k]) for k in keys) + " |")
+    validity = summary.get("judge_validity")
+    if validity:
+        lines += [
+            "",
+            f"Judge validity ({validity['n']} questions): the better graded Wiki-NFQA reference "
+            "(after the sub-questions' source) answers more answerable sub-questions than a "
+            f"grade-0 one in {_cell(validity['better_above_grade0'])} of them (ties half); "
+            f"their answer coverage {_cell(validity['better_coverage'])} vs "
+            f"{_cell(validity['grade0_coverage'])}.",
+        ]
     lines += [
         "",
         "Kendall tau with final-answer coverage (configurations with answers; "

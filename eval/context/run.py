@@ -31,6 +31,9 @@ class ContextQuestion:
     contexts: dict[str, list[dict[str, Any]]]  # config -> ranked passages (id, title, text)
     answers: dict[str, str] = field(default_factory=dict)  # config -> final answer, if any
     gold: tuple[str, ...] = ()
+    # "reference:GRADE" -> a graded Wiki-NFQA answer, graded like an answer for the judge's
+    # validity check (not a configuration)
+    references: dict[str, str] = field(default_factory=dict)
 
 
 def passage_target(passage: Mapping[str, Any]) -> str:
@@ -108,10 +111,11 @@ class ContextRun:
 
     @staticmethod
     def _targets(q: ContextQuestion) -> list[tuple[str, str]]:
-        """Every passage of the pool once (in first-seen order), then every answer."""
+        """Every passage of the pool once (in first-seen order), then every answer, then the
+        graded references."""
         passages = [(t, passage_text(p)) for t, p in pool_of(q).items()]
-        answers = [(answer_target(c), a) for c, a in q.answers.items() if a.strip()]
-        return passages + answers
+        answers = [(answer_target(c), a) for c, a in (q.answers | q.references).items()]
+        return passages + [(t, a) for t, a in answers if a.strip()]
 
     async def _sub_questions(
         self,

@@ -192,6 +192,7 @@ def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path:
 
     (q,) = run_questions(tmp_path, [rec, other], ["llm", "rag"], store_lookup(Store()))
     assert q.reference == "best" and q.answers == {"llm": "L", "rag": "R"}
+    assert q.references == {}  # no grade-0 answer: no validity pair
     assert q.contexts["llm"] == []
     assert [(p["id"], p["text"]) for p in q.contexts["rag"]] == [("p1", "kept"), ("p2", "text two")]
     add_retrievers([q], {"memory": MemoryRetriever()}, k=2)
@@ -202,6 +203,48 @@ def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path:
             json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n"
         )
         run_questions(tmp_path, [rec], ["llm", "rag"], store_lookup(Store()))
+
+
+def test_validity_references_pair_the_next_best_answer_with_a_grade_0_one() -> None:
+    from eval.context.inputs import best_reference, validity_references
+    from eval.wikinfqa import WikiNFQARecord
+
+    def record(labels: tuple[int, ...]) -> WikiNFQARecord:
+        return WikiNFQARecord("nq", "q", "Q?", tuple(f"a{i}" for i in range(len(labels))), labels)
+
+    assert best_reference(record((2, 3, 3, 0))) == "a1"  # first of the highest grade
+    assert validity_references(record((0, 3, 3, 0, 1))) == {
+        "reference:3": "a2",
+        "reference:0": "a0",
+    }
+    assert validity_references(record((1, 3, 0, 2))) == {"reference:2": "a3", "reference:0": "a2"}
+    assert validity_references(record((3, 1, 2))) == {}  # no grade-0 answer
+    assert validity_references(record((3, 0, 0))) == {}  # nothing graded between
+    assert validity_references(record((3,))) == {}
+
+
+async def test_graded_references_measure_the_judge_without_being_configurations(
+    tmp_path: Path,
+) -> None:
+    from eval.context.analysis import evaluate
+    from eval.context.report import render
+
+    q = question()
+    q.references = {"reference:2": "Chlorophyll breaks down.", "reference:0": "Stockholm."}
+    engine = judge_engine()
+    run = ContextRun(tmp_path, CruxJudge(engine, temperature=0.0))
+    summary = await evaluate(run, [q], "fake", n_boot=50)
+    assert len(engine.choice_calls) == 18 + 2 * 3  # each reference x 3 sub-questions
+    assert set(summary["configs"]) == {"bm25", "reranked", "noisy"}
+    validity = summary["judge_validity"]
+    assert validity["n"] == 1 and validity["better_above_grade0"]["mean"] == 1.0
+    assert validity["better_coverage"]["mean"] == 0.5  # 1 of the 2 answerable
+    assert validity["grade0_coverage"]["mean"] == 0.0
+    assert "Judge validity (1 questions)" in render(summary)
+    # A judge that cannot tell them apart ties: half.
+    q.references = {"reference:2": "Stockholm.", "reference:0": "Stockholm, again."}
+    again = await evaluate(ContextRun(tmp_path / "b", CruxJudge(judge_engine())), [q], "fake")
+    assert again["judge_validity"]["better_above_grade0"]["mean"] == 0.5
 
 
 async def test_evaluate_writes_the_summary_table_and_plot(tmp_path: Path) -> None:
