@@ -96,14 +96,15 @@ def reference_pair(
     """Final-answer coverage of ``q``'s better graded reference and of its grade-0 one (the
     answerable sub-questions either answers, as for a configuration's answer); None when
     the question has no such pair, nothing answerable, or a grade is missing."""
+    zero = "reference:0"
+    better = next((name for name in q.references if name != zero), None)
     mx = matrix_of(run, q, threshold)
-    if mx is None or not mx.keep or len(q.references) != 2:
+    if mx is None or not mx.keep or better is None or zero not in q.references:
         return None
-    covered = [mx.grades(answer_target(name)) for name in q.references]
-    if any(g is None for g in covered):
+    a, b = mx.grades(answer_target(better)), mx.grades(answer_target(zero))
+    if a is None or b is None:
         return None
-    better, zero = (m.coverage([g or []], mx.keep, threshold) or 0.0 for g in covered)
-    return better, zero
+    return m.coverage([a], mx.keep, threshold) or 0.0, m.coverage([b], mx.keep, threshold) or 0.0
 
 
 def judge_validity(

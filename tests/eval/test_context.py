@@ -230,7 +230,7 @@ async def test_graded_references_measure_the_judge_without_being_configurations(
     from eval.context.report import render
 
     q = question()
-    q.references = {"reference:2": "Chlorophyll breaks down.", "reference:0": "Stockholm."}
+    q.references = {"reference:0": "Stockholm.", "reference:2": "Chlorophyll breaks down."}
     engine = judge_engine()
     run = ContextRun(tmp_path, CruxJudge(engine, temperature=0.0))
     summary = await evaluate(run, [q], "fake", n_boot=50)
