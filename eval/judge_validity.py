@@ -29,7 +29,7 @@ import numpy as np
 from eval.gold import contains_gold, gold_aliases
 from eval.labels import QuestionLabel, type_of
 from eval.linkage import LinkageItem, Reference, build_references
-from eval.metrics import spearman
+from eval.metrics import ordered, spearman
 from eval.wikinfqa import WikiNFQARecord
 
 GRADED = "graded"
@@ -134,7 +134,7 @@ def _pair_accuracy(pairs: Sequence[tuple[float, float]]) -> float:
     """Share of (better, worse) pairs ordered correctly; ties count half."""
     if not pairs:
         return float("nan")
-    return float(np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]))
+    return float(np.mean([ordered(a, b) for a, b in pairs]))
 
 
 def validity(

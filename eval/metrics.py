@@ -86,6 +86,12 @@ def estimate(values: Sequence[float], n_boot: int = 1000, seed: int = 42) -> Est
     return Estimate(mean=mean, low=low, high=high, count=int(arr.size))
 
 
+def ordered(better: float, worse: float) -> float:
+    """1 when a judge scores a pair of known order (better, worse) in that order, 0.5 when
+    it ties them, else 0: a judge-validity ordering rate is its mean over pairs."""
+    return 1.0 if better > worse else 0.5 if better == worse else 0.0
+
+
 def summarize(
     ranks: Sequence[int], ns: Sequence[int], n_boot: int = 1000, seed: int = 42
 ) -> dict[str, Estimate]:

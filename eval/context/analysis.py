@@ -12,7 +12,7 @@ from typing import Any
 from eval.context import metrics as m
 from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target, pool_of
 from eval.gold import contains_gold, gold_aliases
-from eval.metrics import estimate, paired_difference
+from eval.metrics import estimate, ordered, paired_difference
 
 CONTEXT_METRICS: tuple[str, ...] = ("coverage", "alpha_ndcg", "density", "hit", "ap", "ndcg")
 
@@ -114,7 +114,7 @@ def judge_validity(
     reference than in the grade-0 one (ties count half), and each one's mean coverage."""
     if not pairs:
         return None
-    above = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]
+    above = [ordered(a, b) for a, b in pairs]
     return {
         "n": len(pairs),
         "better_above_grade0": _mean_ci(above, n_boot, seed),

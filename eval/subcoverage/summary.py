@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eval.metrics import Estimate, estimate
+from eval.metrics import Estimate, estimate, ordered
 from eval.subcoverage import metrics as m
 from eval.subcoverage.decompose import KINDS
 from eval.subcoverage.inputs import REFERENCE, AnswerItem
@@ -164,7 +164,7 @@ def _ordered(pairs: Sequence[GradedPair], threshold: float) -> tuple[list[float]
     for p3, p0 in pairs:
         a = sum(p > threshold for p in p3) / len(p3)
         b = sum(p > threshold for p in p0) / len(p0)
-        above.append(1.0 if a > b else 0.5 if a == b else 0.0)
+        above.append(ordered(a, b))
         cov3.append(a)
         cov0.append(b)
     return above, cov3, cov0
