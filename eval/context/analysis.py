@@ -10,7 +10,14 @@ from itertools import combinations
 from typing import Any
 
 from eval.context import metrics as m
-from eval.context.run import ContextQuestion, ContextRun, answer_target, passage_target, pool_of
+from eval.context.run import (
+    ContextQuestion,
+    ContextRun,
+    answer_target,
+    passage_target,
+    pool_of,
+    reference_name,
+)
 from eval.gold import contains_gold, gold_aliases
 from eval.metrics import estimate, ordered, paired_difference
 
@@ -28,7 +35,8 @@ class Matrix:
 
     sub_questions: list[str]
     grades: Callable[[str], list[int] | None]  # a target's grade per sub-question, if all graded
-    pool: dict[str, list[int]]  # passage target -> grades, in first-seen order
+    passages: dict[str, dict[str, Any]]  # the pool: passage target -> passage, first seen first
+    pool: dict[str, list[int]]  # passage target -> grades, in the same order
     keep: list[int]  # the answerable sub-questions
 
 
@@ -42,11 +50,12 @@ def matrix_of(run: ContextRun, q: ContextQuestion, threshold: int) -> Matrix | N
         row = [run.grade_of(q.question_id, target, s) for s in subs]
         return None if any(g is None for g in row) else [int(g) for g in row if g is not None]
 
-    pool = {t: grades(t) for t in pool_of(q)}
+    passages = pool_of(q)
+    pool = {t: grades(t) for t in passages}
     if any(v is None for v in pool.values()):
         return None
     graded = {t: v or [] for t, v in pool.items()}
-    return Matrix(subs, grades, graded, m.answerable(list(graded.values()), threshold))
+    return Matrix(subs, grades, passages, graded, m.answerable(list(graded.values()), threshold))
 
 
 def question_rows(
@@ -56,7 +65,7 @@ def question_rows(
     mx = matrix_of(run, q, threshold)
     if mx is None:
         return []
-    keep, texts = mx.keep, pool_of(q)
+    keep, texts = mx.keep, mx.passages
     pool_ids = list(texts)
     pool = list(mx.pool.values())
     oracle = m.required_subset(pool, keep, threshold)
@@ -96,7 +105,7 @@ def reference_pair(
     """Final-answer coverage of ``q``'s better graded reference and of its grade-0 one (the
     answerable sub-questions either answers, as for a configuration's answer); None when
     the question has no such pair, nothing answerable, or a grade is missing."""
-    zero = "reference:0"
+    zero = reference_name(0)
     better = next((name for name in q.references if name != zero), None)
     mx = matrix_of(run, q, threshold)
     if mx is None or not mx.keep or better is None or zero not in q.references:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from eval.context.run import ContextQuestion
+from eval.context.run import ContextQuestion, reference_name
 from eval.runner import ANSWERS
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.retrieval import Retriever
@@ -38,8 +38,8 @@ def validity_references(record: WikiNFQARecord) -> dict[str, str]:
         return {}
     better = ranked[0]
     return {
-        f"reference:{record.labels[better]}": record.answers[better],
-        "reference:0": record.answers[zero],
+        reference_name(record.labels[better]): record.answers[better],
+        reference_name(0): record.answers[zero],
     }
 
 

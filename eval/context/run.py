@@ -36,6 +36,11 @@ class ContextQuestion:
     references: dict[str, str] = field(default_factory=dict)
 
 
+def reference_name(grade: int) -> str:
+    """The key of a graded reference in :attr:`ContextQuestion.references`."""
+    return f"reference:{grade}"
+
+
 def passage_target(passage: Mapping[str, Any]) -> str:
     return f"passage:{passage['id']}"
 
