@@ -9,7 +9,8 @@ one part, select and calibrate on another):
 - ``ensemble``: geometric mean of ``finetuned`` and ``head`` probabilities, re-calibrated;
 - ``soup``: ``--soup N`` fine-tunes from one start, weights averaged (one model to serve);
 - ``seeds``: the same N fine-tunes' probabilities averaged instead (an N-model ensemble);
-- ``soup-first``: the first of them alone (``finetuned``, from the same runs).
+- ``soup-first``: the first of them alone (``finetuned``, from the same runs);
+- ``finetuned-aug``: ``finetuned`` with the ``--augment`` rewrites of the fit questions added.
 
 Valid scores: fit on train.csv, select and calibrate on valid.csv (optimistic).
 CV: k folds over train + valid (see typed_rag/classifier/crossval.py).
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from typed_rag.classifier.crossval import cross_validate
+from typed_rag.classifier.crossval import cross_validate, paired_difference
 from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier.finetune import FineTuneConfig, logits_of
 from typed_rag.classifier.finetune_train import fine_tune
@@ -168,11 +169,27 @@ class Bench:
 
         return run
 
-    def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> Probs:
+    def rewrites(self) -> dict[str, list[str]]:
+        """``--augment``: per source question, its rewrites (``classifier_augment.py``)."""
+        if self.args.augment is None:
+            raise SystemExit("the finetuned-aug recipe needs --augment FILE")
+        rows = [json.loads(line) for line in self.args.augment.read_text().splitlines()]
+        return {r["question"]: r["rewrites"] for r in rows if r.get("status") == "ok"}
+
+    def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
+                  augment: bool = False) -> Probs:  # fmt: skip
+        """The fine-tuned recipe; ``augment``: the rewrites of ``fit``'s questions join it."""
         cfg = self.ft_config()
         folder = ensure_model(self.settings, "all-MiniLM-L6-v2")
         q, y = self.questions, self.labels
-        res, tok, _ = fine_tune(folder, [q[i] for i in fit], y[fit], [q[i] for i in select],
+        fit_q, fit_y = [q[i] for i in fit], [int(y[i]) for i in fit]
+        if augment:
+            found = self.rewrites()
+            extra = [(r, int(y[i])) for i in fit for r in found.get(q[i], ())]
+            fit_q += [r for r, _ in extra]
+            fit_y += [label for _, label in extra]
+            self.echo(f"    {len(extra)} rewrites join the {len(fit)} fit questions")
+        res, tok, _ = fine_tune(folder, fit_q, np.asarray(fit_y), [q[i] for i in select],
                                 y[select], cfg, seed=self.args.seed, echo=self.echo)  # fmt: skip
         t = fit_temperature(res.valid_logits, y[select])
         z_test = logits_of(res.model, tok, [q[i] for i in test], cfg.max_length, batch_size=128)
@@ -255,6 +272,9 @@ class Bench:
                 [table["head+lex"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "finetuned": lambda f, s, t: self.cached(
                 ft_tag, f, s, t, lambda: self.finetuned(f, s, t)),
+            "finetuned-aug": lambda f, s, t: self.cached(
+                f"{ft_tag}-aug-{_key(self.rewrites())}", f, s, t,
+                lambda: self.finetuned(f, s, t, augment=True)),
             "ensemble": lambda f, s, t: self.ensemble(
                 [table["finetuned"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "ensemble-w1": lambda f, s, t: self.ensemble(
@@ -269,29 +289,11 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        self.cv_predictions: dict[str, np.ndarray] = {}
         for name in self.args.recipes:
             self.ft_seconds: list[dict[str, Any]] = []
-            self.echo(f"== {name}: valid (fit train.csv, select + calibrate on valid.csv)")
             recipe = self.recipe(name)
-            t0, c0 = time.perf_counter(), time.process_time()
-            _, p = recipe(self.train_idx, self.valid_idx, self.valid_idx)
-            valid_s, valid_cpu = time.perf_counter() - t0, time.process_time() - c0
-            y = self.labels[self.valid_idx]
-            rep = classification_report(y, p.argmax(axis=1))
-            self.echo(f"   valid macro-F1 {rep.macro_f1:.4f} acc {rep.accuracy:.4f} "
-                      + " ".join(f"{k[:5]}={v:.3f}" for k, v in rep.f1_by_label().items()))  # fmt: skip
-            entry: dict[str, Any] = {
-                "valid": {
-                    "macro_f1": rep.macro_f1,
-                    "accuracy": rep.accuracy,
-                    "f1": rep.f1_by_label(),
-                    "per_class": [asdict(c) for c in rep.per_class],
-                    "ece_calibrated_on_valid": expected_calibration_error(p, y),
-                },
-                "train_seconds_this_run": valid_s,
-                "train_cpu_seconds_this_run": valid_cpu,
-                "load_avg_1min_after": os.getloadavg()[0],
-            }
+            entry: dict[str, Any] = {} if self.args.cv_only else self.on_valid(name, recipe)
             if self.args.k > 1 and name not in self.args.no_cv:
                 self.echo(f"== {name}: {self.args.k}-fold CV over train + valid")
                 self.cv_mode = True
@@ -304,6 +306,7 @@ class Bench:
                 )
                 d = cv.to_dict()
                 entry["cv"] = d
+                self.cv_predictions[name] = cv.probabilities.argmax(axis=1)
                 self.echo(f"   CV macro-F1 {d['macro_f1']:.4f} CI {d['ci95']['macro_f1']} ECE "
                           f"{d['ece']:.4f} " + " ".join(f"{k[:5]}={v:.3f}"
                                                         for k, v in d["f1"].items()))  # fmt: skip
@@ -312,6 +315,42 @@ class Bench:
                 entry["finetune_seconds"] = self.ft_seconds
             out[name] = entry
         return out
+
+    def paired(self) -> list[dict[str, Any]]:
+        """Each later recipe minus the first, on the same CV predictions (paired bootstrap)."""
+        names = list(self.cv_predictions)
+        rows = []
+        for name in names[1:]:
+            a, b = self.cv_predictions[name], self.cv_predictions[names[0]]
+            d = paired_difference(self.labels, a, b, seed=self.args.seed)
+            rows.append({"a": name, "b": names[0], **d})
+            self.echo(f"== {name} - {names[0]}: macro-F1 {d['macro_f1']['diff']:+.4f} "
+                      f"{d['macro_f1']['ci']} " + " ".join(
+                          f"{k[:5]}={v['diff']:+.3f}" for k, v in d["f1"].items()))  # fmt: skip
+        return rows
+
+    def on_valid(self, name: str, recipe: Callable[..., Probs]) -> dict[str, Any]:
+        """Fit on train.csv, select and calibrate on valid.csv, score valid (optimistic)."""
+        self.echo(f"== {name}: valid (fit train.csv, select + calibrate on valid.csv)")
+        t0, c0 = time.perf_counter(), time.process_time()
+        _, p = recipe(self.train_idx, self.valid_idx, self.valid_idx)
+        valid_s, valid_cpu = time.perf_counter() - t0, time.process_time() - c0
+        y = self.labels[self.valid_idx]
+        rep = classification_report(y, p.argmax(axis=1))
+        self.echo(f"   valid macro-F1 {rep.macro_f1:.4f} acc {rep.accuracy:.4f} "
+                  + " ".join(f"{k[:5]}={v:.3f}" for k, v in rep.f1_by_label().items()))  # fmt: skip
+        return {
+            "valid": {
+                "macro_f1": rep.macro_f1,
+                "accuracy": rep.accuracy,
+                "f1": rep.f1_by_label(),
+                "per_class": [asdict(c) for c in rep.per_class],
+                "ece_calibrated_on_valid": expected_calibration_error(p, y),
+            },
+            "train_seconds_this_run": valid_s,
+            "train_cpu_seconds_this_run": valid_cpu,
+            "load_avg_1min_after": os.getloadavg()[0],
+        }
 
 
 def speed(specs: list[str], n: int, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -358,6 +397,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--recipes", nargs="+", default=["head", "finetuned", "ensemble"])
     p.add_argument("--no-cv", nargs="*", default=[], help="recipes scored on valid only")
+    p.add_argument(
+        "--augment", type=Path, help="rewrites for finetuned-aug (classifier_augment.py)"
+    )
+    p.add_argument("--cv-only", action="store_true", help="skip the fit-on-train valid score")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--lr", type=float, default=FineTuneConfig.lr)
@@ -386,6 +429,8 @@ def main() -> None:
         "wall_seconds": time.perf_counter() - t0,
         "recipes": results,
     }  # fmt: skip
+    if not args.speed and len(bench.cv_predictions) > 1:
+        payload["paired"] = bench.paired()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=2) + "\n")

@@ -19,6 +19,7 @@ from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.crossval import (
     bootstrap_ci,
     cross_validate,
+    paired_difference,
     stratified_folds,
     stratified_split,
 )
@@ -354,6 +355,20 @@ def test_bootstrap_interval_contains_the_estimate_and_shrinks_with_n() -> None:
         return ci["macro_f1"][1] - ci["macro_f1"][0]
 
     assert width(4000) < width(250)
+
+
+def test_paired_difference_finds_the_label_one_recipe_fixes() -> None:
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 8, 2000)
+    noisy = np.where(rng.random(2000) < 0.8, y, rng.integers(0, 8, 2000))
+    fixed = np.where(y == 6, y, noisy)  # B, then every EXPERIENCE (label 6) put right
+    d = paired_difference(y, fixed, noisy, n=300, seed=0)
+    assert d["f1"]["EXPERIENCE"]["ci"][0] > 0 < d["macro_f1"]["ci"][0]
+    assert d["macro_f1"]["diff"] == pytest.approx(
+        classification_report(y, fixed).macro_f1 - classification_report(y, noisy).macro_f1
+    )
+    same = paired_difference(y, noisy, noisy, n=50, seed=0)
+    assert same["macro_f1"] == {"diff": 0.0, "ci": [0.0, 0.0]}
 
 
 def test_top_layer_training_freezes_the_rest_and_matches_a_full_forward(tiny_bert: Path) -> None:
