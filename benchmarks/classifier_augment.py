@@ -11,7 +11,7 @@ Resumable JSONL, one row per source question:
 ``{"question", "category", "rewrites": [...], "status"}``.
 
     python benchmarks/classifier_augment.py --types EXPERIENCE COMPARISON \
-        --out results/classifier/augment.jsonl
+        --out results/classifier/rewrites.jsonl
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=3, help="rewrites per question")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--config", type=Path, default=None)
-    p.add_argument("--out", type=Path, default=Path("results/classifier/augment.jsonl"))
+    p.add_argument("--out", type=Path, default=Path("results/classifier/rewrites.jsonl"))
     asyncio.run(rewrite_all(p.parse_args()))
 
 
