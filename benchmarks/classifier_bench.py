@@ -18,6 +18,11 @@ Per-fold held-out probabilities are cached in ``--work`` so an interrupted
 run resumes. Writes ``<out>/summary.json``.
 
     python benchmarks/classifier_bench.py --recipes head head-w1 finetuned ensemble
+    python benchmarks/classifier_bench.py --device cuda --cv-only --recipes soup-first soup seeds
+
+``--device cuda`` fine-tunes on a GPU (the recipes are the same; minutes instead of hours
+for a soup's CV). Each recipe's pooled CV predictions are written with it, so runs made on
+different machines or days can be paired on the same questions.
 """
 
 from __future__ import annotations
@@ -180,7 +185,7 @@ class Bench:
                   augment: bool = False) -> Probs:  # fmt: skip
         """The fine-tuned recipe; ``augment``: the rewrites of ``fit``'s questions join it."""
         cfg = self.ft_config()
-        folder = ensure_model(self.settings, "all-MiniLM-L6-v2")
+        folder = ensure_model(self.settings, self.args.base)
         q, y = self.questions, self.labels
         fit_q, fit_y = [q[i] for i in fit], [int(y[i]) for i in fit]
         if augment:
@@ -192,7 +197,7 @@ class Bench:
         res, tok, _ = fine_tune(folder, fit_q, np.asarray(fit_y), [q[i] for i in select],
                                 y[select], cfg, seed=self.args.seed, echo=self.echo)  # fmt: skip
         t = fit_temperature(res.valid_logits, y[select])
-        z_test = logits_of(res.model, tok, [q[i] for i in test], cfg.max_length, batch_size=128)
+        z_test = logits_of(res.model, tok, [q[i] for i in test], cfg.max_length, 128, cfg.device)
         self.echo(f"    fine-tuned: best epoch {res.best_epoch}, T={t:.2f}, {res.seconds:.0f} s "
                   f"wall, {res.cpu_seconds:.0f} s CPU, load {os.getloadavg()[0]:.1f}")  # fmt: skip
         self.ft_seconds.append({"wall": res.seconds, "cpu": res.cpu_seconds,
@@ -203,7 +208,7 @@ class Bench:
         a = self.args
         return FineTuneConfig(lr=a.lr, epochs=a.epochs, class_weight_power=a.power,
                               batch_size=a.batch_size, train_layers=a.train_layers,
-                              soup=soup)  # fmt: skip
+                              soup=soup, device=a.device)  # fmt: skip
 
     def souped(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> dict[str, Probs]:
         """``--soup N`` fine-tunes of one start: their averaged weights (``soup``), their
@@ -211,26 +216,26 @@ class Bench:
         recipe), each calibrated on ``select``; cached together."""
         cfg = self.ft_config(self.args.soup)
         path = self.work / (
-            f"probs-soup-{_key(asdict(cfg), self.args.seed)}-"
+            f"probs-soup-{_key(asdict(cfg), self.args.seed, self.args.base)}-"
             f"{_key(fit.tolist(), select.tolist(), test.tolist())}.npz"
         )
         if path.is_file():
             z = np.load(path)
             return {k: (z[f"{k}_select"], z[f"{k}_test"]) for k in ("soup", "seeds", "first")}
-        folder = ensure_model(self.settings, "all-MiniLM-L6-v2")
+        folder = ensure_model(self.settings, self.args.base)
         q, y = self.questions, self.labels
         q_sel, q_test = [q[i] for i in select], [q[i] for i in test]
         res, tok, _ = fine_tune(folder, [q[i] for i in fit], y[fit], q_sel, y[select], cfg,
                                 seed=self.args.seed, echo=self.echo)  # fmt: skip
         t = fit_temperature(res.valid_logits, y[select])
         out = {"soup": (softmax(res.valid_logits, t),
-                        softmax(logits_of(res.model, tok, q_test, cfg.max_length, 128), t))}  # fmt: skip
+                        softmax(logits_of(res.model, tok, q_test, cfg.max_length, 128, cfg.device), t))}  # fmt: skip
         members = []
         for state in res.members:
             res.model.load_state_dict(state)
-            z_sel = logits_of(res.model, tok, q_sel, cfg.max_length, 128)
+            z_sel = logits_of(res.model, tok, q_sel, cfg.max_length, 128, cfg.device)
             t_m = fit_temperature(z_sel, y[select])
-            z_tst = logits_of(res.model, tok, q_test, cfg.max_length, 128)
+            z_tst = logits_of(res.model, tok, q_test, cfg.max_length, 128, cfg.device)
             members.append((softmax(z_sel, t_m), softmax(z_tst, t_m)))
         out["seeds"] = self.ensemble(members, y[select])
         out["first"] = members[0]  # what ``finetuned`` trains (same start, seed and data order)
@@ -249,7 +254,7 @@ class Bench:
         return softmax(log_sel, t), softmax(log_tst, t)
 
     def recipe(self, name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]:
-        ft_tag = f"finetuned-{_key(asdict(self.ft_config()), self.args.seed)}"
+        ft_tag = f"finetuned-{_key(asdict(self.ft_config()), self.args.seed, self.args.base)}"
         grid_w1 = tuple((h, p) for h in (256, 512) for p in (0.5, 1.0))
         grid_lex = tuple((256, p) for p in (0.5, 1.0))
         table: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], Probs]] = {
@@ -307,6 +312,8 @@ class Bench:
                 d = cv.to_dict()
                 entry["cv"] = d
                 self.cv_predictions[name] = cv.probabilities.argmax(axis=1)
+                # so runs on other machines or days can be paired on the same questions
+                entry["cv_predictions"] = self.cv_predictions[name].tolist()
                 self.echo(f"   CV macro-F1 {d['macro_f1']:.4f} CI {d['ci95']['macro_f1']} ECE "
                           f"{d['ece']:.4f} " + " ".join(f"{k[:5]}={v:.3f}"
                                                         for k, v in d["f1"].items()))  # fmt: skip
@@ -408,6 +415,9 @@ def main() -> None:
     p.add_argument("--power", type=float, default=FineTuneConfig.class_weight_power)
     p.add_argument("--batch-size", type=int, default=FineTuneConfig.batch_size)
     p.add_argument("--train-layers", type=int, default=FineTuneConfig.train_layers)
+    p.add_argument("--base", default="all-MiniLM-L6-v2",
+                   help="encoder to fine-tune: registry name or local folder")  # fmt: skip
+    p.add_argument("--device", default="cpu", help="where fine-tuning runs: cpu or cuda")
     p.add_argument("--soup", type=int, default=3, help="fine-tunes per soup / seed ensemble")
     p.add_argument("--work", type=Path, default=Path.home() / ".cache/typed-rag-exp/classifier-16")
     p.add_argument("--out", type=Path, help="write the JSON here")

@@ -395,3 +395,20 @@ def test_top_layer_training_freezes_the_rest_and_matches_a_full_forward(tiny_ber
     )
     assert np.allclose(direct, res.valid_logits, atol=1e-5)
     assert max(h["valid_macro_f1"] for h in res.history) > 0.3
+
+
+@pytest.mark.gpu
+def test_fine_tuning_on_cuda_learns_and_its_logits_match_the_cpu_forward(tiny_bert: Path) -> None:
+    """``FineTuneConfig.device`` runs the whole loop on the GPU (the bench's ``--device cuda``);
+    the kept weights, moved to the CPU, give the same valid logits."""
+    from dataclasses import replace
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    q_tr, y_tr = _questions(16, seed=1)
+    q_va, y_va = _questions(4, seed=2)
+    res, tok, _ = fine_tune(tiny_bert, q_tr, y_tr, q_va, y_va, replace(CONFIG, device="cuda"), 5)
+    assert next(res.model.parameters()).is_cuda
+    assert max(h["valid_macro_f1"] for h in res.history) > 0.4
+    on_cpu = FineTunedClassifier(res.model.cpu(), tok, FineTunedMeta(base="t", encoder_config={}))
+    assert np.allclose(on_cpu.logits(q_va), res.valid_logits, atol=1e-3)

@@ -57,6 +57,9 @@ class FineTuneConfig:
     # layers then run once per question, not once per epoch, so training is faster.
     train_layers: int = 0
     threads: int = 2
+    # Where training runs ("cpu", or "cuda" for quick experiments on a lent GPU); the model
+    # comes back on this device.
+    device: str = "cpu"
     # Fine-tune this many times from the same start (the same head initialisation), each
     # with its own data order and dropout, and average the weights ("model soup"): the
     # variance of one run, large on the rare types, without the cost of an ensemble at

@@ -115,7 +115,9 @@ def _frozen_states(
     model.eval()
     inner = model.encoder.encoder
     layers = inner.layer
-    out = torch.zeros(ids.shape[0], ids.shape[1], int(model.classify.in_features))
+    out = torch.zeros(
+        ids.shape[0], ids.shape[1], int(model.classify.in_features), device=ids.device
+    )
     lengths = mask.sum(dim=1)
     order = torch.argsort(lengths).tolist()
     try:
@@ -165,6 +167,7 @@ def fine_tune(
     try:
         torch.manual_seed(seed)
         model, tokenizer, enc_config = base_model(folder, config.dropout)
+        model.to(config.device)
         t0, c0 = time.perf_counter(), time.process_time()
         start = copy.deepcopy(model.state_dict()) if config.soup > 1 else None
         runs = []
@@ -185,7 +188,9 @@ def fine_tune(
             ]
             model.load_state_dict(average_states(res.members))
             model.eval()
-            res.valid_logits = logits_of(model, tokenizer, valid_q, config.max_length, 128)
+            res.valid_logits = logits_of(
+                model, tokenizer, valid_q, config.max_length, 128, config.device
+            )
         res.seconds, res.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         return res, tokenizer, enc_config
     finally:
@@ -207,15 +212,15 @@ def _fine_tune(
     y_tr = np.asarray(train_y, dtype=np.int64)
     y_va = np.asarray(valid_y, dtype=np.int64)
     enc = tokenize_questions(tokenizer, list(train_q), config.max_length)
-    ids, mask = enc["input_ids"], enc["attention_mask"]
+    ids, mask = enc["input_ids"].to(config.device), enc["attention_mask"].to(config.device)
     lengths = mask.sum(dim=1).tolist()
-    labels = torch.from_numpy(y_tr)
+    labels = torch.from_numpy(y_tr).to(config.device)
     n_layers = len(_layers(model.encoder)) if config.train_layers else 0
     if config.train_layers and config.train_layers < n_layers:
         below = n_layers - config.train_layers
         t0 = time.perf_counter()
         inputs = _frozen_states(model, ids, mask, below)
-        runner: nn.Module = _TopModel(model, config.train_layers)
+        runner: nn.Module = _TopModel(model, config.train_layers).to(config.device)
         for p in model.encoder.parameters():
             p.requires_grad_(False)
         for p in runner.parameters():
@@ -245,7 +250,8 @@ def _fine_tune(
         return max(0.0, (total - step) / max(1, total - warm))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    loss_fn = nn.CrossEntropyLoss(weight=class_weights(y_tr, config.class_weight_power))
+    weight = class_weights(y_tr, config.class_weight_power).to(config.device)
+    loss_fn = nn.CrossEntropyLoss(weight=weight)
     best: tuple[float, int] = (-1.0, 0)
     best_state: dict[str, torch.Tensor] | None = None
     best_logits = np.zeros((len(y_va), len(LABELS)), dtype=np.float32)
@@ -268,7 +274,7 @@ def _fine_tune(
             if echo is not None and step % 50 == 0:
                 spent = time.perf_counter() - t0
                 echo(f"    epoch {epoch}: step {step}/{len(batches)} ({spent:.0f} s)")
-        z = logits_of(model, tokenizer, valid_q, config.max_length, batch_size=128)
+        z = logits_of(model, tokenizer, valid_q, config.max_length, 128, config.device)
         report = classification_report(y_va, z.argmax(axis=1))
         row = {
             "epoch": epoch,
