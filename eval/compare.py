@@ -10,12 +10,14 @@ interval, per group (all, typed subset, each subset and type), as within a run.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from eval.manifest import filled, fingerprint, read_manifest
 from eval.paired import pair_rows, row_scores
-from eval.runner import SCORES
+from eval.runner import ANSWERS, SCORES
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.store import read_jsonl
@@ -65,12 +67,57 @@ def compare_runs(a: str, b: str, n_boot: int = 1000, seed: int = 42) -> dict[str
     vb, meta_b = _scores(run_b, m_b)
     rows = pair_rows(a, b, va, vb, {**meta_b, **meta}, n_boot, seed)
     only = sorted(set(va) ^ set(vb))
+    both = set(va) & set(vb)
     return {
         "a": a,
         "b": b,
-        "questions": len(set(va) & set(vb)),
+        "questions": len(both),
         "unpaired": len(only),
         "rows": rows,
+        "cost": paired_costs(run_a, m_a, run_b, m_b, both),
+    }
+
+
+def answer_costs(run: Path, method: str) -> dict[str, dict[str, float]]:
+    """Per question: engine calls, prompt and completion tokens, and seconds of one method's
+    answers in a run directory (a question answered twice keeps its last answer)."""
+    out = {}
+    for row in read_jsonl(run / ANSWERS):
+        if row.get("method") != method:
+            continue
+        calls = (row.get("result") or {}).get("calls", [])
+        out[str(row["question_id"])] = {
+            "calls": float(len(calls)),
+            "prompt_tokens": float(sum(int(c.get("prompt_tokens", 0)) for c in calls)),
+            "completion_tokens": float(sum(int(c.get("completion_tokens", 0)) for c in calls)),
+            "seconds": float(row.get("wall_s", 0.0)),
+        }
+    return out
+
+
+def paired_costs(
+    run_a: Path, method_a: str, run_b: Path, method_b: str, questions: Collection[str]
+) -> dict[str, Any] | None:
+    """What each side's answers cost on the questions both answered: mean engine calls and
+    tokens, median seconds, and the median per-question ratio of seconds (a over b; wall
+    seconds move with the machine's load, a ratio of paired questions less so).
+    None when either run kept no answers for them (a verdicts-only copy)."""
+    ca, cb = answer_costs(run_a, method_a), answer_costs(run_b, method_b)
+    qs = sorted(q for q in questions if q in ca and q in cb)
+    if not qs:
+        return None
+
+    def side(costs: dict[str, dict[str, float]]) -> dict[str, float]:
+        rows = [costs[q] for q in qs]
+        means = {k: round(sum(r[k] for r in rows) / len(rows), 2) for k in rows[0] if k != "seconds"}
+        return {**means, "seconds": round(median(r["seconds"] for r in rows), 1)}
+
+    ratios = [ca[q]["seconds"] / cb[q]["seconds"] for q in qs if cb[q]["seconds"] > 0]
+    return {
+        "questions": len(qs),
+        "a": side(ca),
+        "b": side(cb),
+        "seconds_ratio": round(median(ratios), 2) if ratios else None,
     }
 
 
@@ -88,5 +135,15 @@ def format_comparison(result: dict[str, Any]) -> str:
         lines.append(
             f"{r['subset']:<18} {r['n']:>4}  {r['mrr_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
             f"{'':<6} {r['mpr_diff']:+.1f} [{plo:+.1f}, {phi:+.1f}]"
+        )
+    cost = result.get("cost")
+    if cost:
+        a, b = cost["a"], cost["b"]
+        lines.append(
+            f"cost per question ({cost['questions']} answered in both), a vs b: engine calls "
+            f"{a['calls']:.1f} vs {b['calls']:.1f}, prompt tokens {a['prompt_tokens']:.0f} vs "
+            f"{b['prompt_tokens']:.0f}, completion tokens {a['completion_tokens']:.0f} vs "
+            f"{b['completion_tokens']:.0f}, median seconds {a['seconds']:.1f} vs "
+            f"{b['seconds']:.1f} (median ratio {cost['seconds_ratio']})"
         )
     return "\n".join(lines)

@@ -69,3 +69,29 @@ def test_eval_compare_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert json.loads(out.read_text())["questions"] == 2
     assert main(["eval", "compare", f"{a}:rag", str(b)]) == 2
     assert "RUN_DIR:METHOD" in capsys.readouterr().err
+
+
+def _answers(folder: Path, calls: dict[str, list[tuple[int, int]]], wall: dict[str, float]) -> None:
+    rows = [
+        {"method": "rag", "question_id": q, "wall_s": wall[q],
+         "result": {"calls": [{"prompt_tokens": p, "completion_tokens": c} for p, c in cs]}}
+        for q, cs in calls.items()
+    ]  # fmt: skip
+    (folder / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_compare_reports_what_the_paired_answers_cost(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a", {"q1": 1, "q2": 1, "q3": 2})
+    b = _run(tmp_path / "b", {"q1": 2, "q2": 1, "q3": 1})
+    assert compare_runs(f"{a}:rag", f"{b}:rag", n_boot=10)["cost"] is None  # verdicts only
+    # q3 has no answer in b, so costs pair on q1 and q2 alone.
+    _answers(a, {"q1": [(100, 10), (300, 30)], "q2": [(50, 5)], "q3": [(9, 9)] * 5},
+             {"q1": 20.0, "q2": 10.0, "q3": 99.0})  # fmt: skip
+    _answers(b, {"q1": [(100, 20)], "q2": [(50, 5)]}, {"q1": 10.0, "q2": 10.0})
+    cost = compare_runs(f"{a}:rag", f"{b}:rag", n_boot=10)["cost"]
+    assert cost["questions"] == 2
+    assert cost["a"] == {"calls": 1.5, "prompt_tokens": 225.0, "completion_tokens": 22.5,
+                         "seconds": 15.0}  # fmt: skip
+    assert cost["b"] == {"calls": 1.0, "prompt_tokens": 75.0, "completion_tokens": 12.5,
+                         "seconds": 10.0}  # fmt: skip
+    assert cost["seconds_ratio"] == 1.5  # median of 2.0 and 1.0
