@@ -109,7 +109,9 @@ def paired_costs(
 
     def side(costs: dict[str, dict[str, float]]) -> dict[str, float]:
         rows = [costs[q] for q in qs]
-        means = {k: round(sum(r[k] for r in rows) / len(rows), 2) for k in rows[0] if k != "seconds"}
+        means = {
+            k: round(sum(r[k] for r in rows) / len(rows), 2) for k in rows[0] if k != "seconds"
+        }
         return {**means, "seconds": round(median(r["seconds"] for r in rows), 1)}
 
     ratios = [ca[q]["seconds"] / cb[q]["seconds"] for q in qs if cb[q]["seconds"] > 0]

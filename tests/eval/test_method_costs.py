@@ -13,9 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("change", CHANGES, ids=lambda c: c.setting)
-def test_each_change_pairs_committed_answers(
-    change, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_each_change_pairs_committed_answers(change, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     for side in (change.a, change.b):
         assert (parse_side(side)[0] / "answers.jsonl").is_file(), side
