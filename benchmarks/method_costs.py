@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from eval.compare import compare_runs, paired_costs, parse_side
-from typed_rag.store import read_jsonl
 
 M = "results/method"
 RUN = "results/wiki-nfqa/run"
@@ -132,8 +131,7 @@ def measured(source: str | None, a: str, b: str, group: str, n_boot: int) -> dic
 
 def cost(a: str, b: str) -> dict[str, Any] | None:
     (run_a, m_a), (run_b, m_b) = parse_side(a), parse_side(b)
-    answered = {str(r["question_id"]) for r in read_jsonl(run_a / "answers.jsonl")}
-    return paired_costs(run_a, m_a, run_b, m_b, answered)
+    return paired_costs(run_a, m_a, run_b, m_b)
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -96,14 +96,19 @@ def answer_costs(run: Path, method: str) -> dict[str, dict[str, float]]:
 
 
 def paired_costs(
-    run_a: Path, method_a: str, run_b: Path, method_b: str, questions: Collection[str]
+    run_a: Path,
+    method_a: str,
+    run_b: Path,
+    method_b: str,
+    questions: Collection[str] | None = None,
 ) -> dict[str, Any] | None:
     """What each side's answers cost on the questions both answered: mean engine calls and
     tokens, median seconds, and the median per-question ratio of seconds (a over b; wall
     seconds move with the machine's load, a ratio of paired questions less so).
-    None when either run kept no answers for them (a verdicts-only copy)."""
+    ``questions`` limits them (all when None). None when either run kept no answers for
+    them (a verdicts-only copy)."""
     ca, cb = answer_costs(run_a, method_a), answer_costs(run_b, method_b)
-    qs = sorted(q for q in questions if q in ca and q in cb)
+    qs = sorted(q for q in (ca if questions is None else questions) if q in ca and q in cb)
     if not qs:
         return None
 
