@@ -69,7 +69,7 @@ CHANGES: tuple[Change, ...] = (
            f"{M}/debate-direct/dev-both:typed-rag", f"{M}/debate-direct/dev-base:typed-rag",
            f"{M}/debate-direct/both-vs-base.json"),
     Change("the paper's paraphrased sub-queries (REASON; fresh questions)",
-           "method.sub_query_style=paraphrase", "off (headline check under way)",
+           "method.sub_query_style=paraphrase", "off",
            f"{M}/sub-query-style/fresh-paraphrase:typed-rag",
            f"{M}/sub-query-style/fresh-base:typed-rag", None,
            (f"{M}/sub-query-style/headline:typed-rag|results/wiki-nfqa/reranked:typed-rag",
