@@ -59,6 +59,7 @@ class MethodOptions(BaseModel):
     own_knowledge: Literal["off", "allow", "draft", "draft-cite"] = "off"
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     draft_query: bool = False
+    factoid_brief: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -133,6 +134,10 @@ class MethodSettings(BaseModel):
     # plus the draft's first words, so the passages shown are the ones that can confirm or
     # correct the draft (query2doc / RARR). No extra call: the draft is written anyway.
     draft_query: bool | None = None
+    # The factoid route's final prompt asks for a brief answer (the answer first, in one
+    # to three sentences): its answers ran to twice the closed-book draft's length, and a
+    # small model that goes on to reason step by step contradicts its own first sentence.
+    factoid_brief: bool | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

@@ -26,6 +26,7 @@ from typed_rag.pipelines.prompting import (
     DIRECT_FIRST,
     DRAFT_CITE,
     DRAFT_USE,
+    FACTOID_BRIEF,
     OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
     length_guidance,
@@ -434,6 +435,26 @@ async def test_the_factoid_route_drafts_only_when_listed_and_rag_mode_never(
     baseline = await rag.answer(Q, mode="rag")
     assert "draft" not in baseline.plan
     assert "Chlorophyll" not in user_text(final_request(engine))
+
+
+@pytest.mark.parametrize("brief", [False, True])
+async def test_factoid_brief_asks_the_factoid_route_only_for_a_short_answer(
+    make_rag, settings, brief
+) -> None:
+    set_method(settings, own_knowledge="draft", factoid_brief=brief)
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
+    )
+    rag, engine = make_rag(scripted_responder({}, lambda req: "Final [1]."))
+    await rag.answer(Q, force_type=T.FACTOID)
+    final = user_text(final_request(engine))
+    assert (FACTOID_BRIEF in final) is brief
+    assert DRAFT_USE in final  # alongside the draft's guidance, not instead of it
+    assert final.index(GUIDE) < final.rindex("### Answer")
+    # Neither the other routes nor the RAG baseline are asked for it.
+    for kwargs in ({"force_type": T.EVIDENCE_BASED}, {"mode": "rag"}):
+        await rag.answer(Q, **kwargs)
+        assert FACTOID_BRIEF not in user_text(final_request(engine))
 
 
 @pytest.mark.parametrize("draft_query", [False, True])

@@ -14,7 +14,12 @@ from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
 from typed_rag.pipelines.grounding import draft_first, draft_query, with_own_knowledge
-from typed_rag.pipelines.prompting import llm_messages, rag_messages, with_guidance
+from typed_rag.pipelines.prompting import (
+    FACTOID_BRIEF,
+    llm_messages,
+    rag_messages,
+    with_guidance,
+)
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 from typed_rag.subanswers import extract_evidence
@@ -47,13 +52,16 @@ async def prepare_factoid(ctx: Context) -> Final:
 
     With ``method.draft_query`` the draft is written first and searched with the question,
     so the passages are the ones that can confirm or correct it (RARR's "research" step;
-    query2doc's expansion), at no extra engine call."""
+    query2doc's expansion), at no extra engine call. With ``method.factoid_brief`` the
+    answer is asked to be one to three sentences, the answer first."""
     draft = await draft_first(ctx)
     query = draft_query(ctx.question, draft) if draft else None
     if query:
         ctx.result.plan["draft_query"] = query
     final = await prepare_rag(ctx, query)
     messages, lines = await with_own_knowledge(ctx, final.messages)
+    if ctx.settings.method.options().factoid_brief:
+        lines = [FACTOID_BRIEF, *lines]
     return Final(final.step, with_guidance(messages, lines))
 
 

@@ -68,6 +68,12 @@ ANSWER_SHAPES: dict[str, str] = {
     ),
 }
 
+# ``method.factoid_brief``: the factoid route's answer, as short as a factual answer is.
+FACTOID_BRIEF = (
+    "Answer in one to three sentences: the answer itself first, then what confirms it. "
+    "No lists, headings or step-by-step reasoning."
+)
+
 # ``method.direct_first``: the bottom line before the layout the shape asks for.
 DIRECT_FIRST = (
     "Open the answer with one sentence that directly answers the question (the fact, cause, "
