@@ -26,6 +26,15 @@ def trim_to_sentence(answer: str) -> str:
     return answer
 
 
+def first_sentences(answer: str, n: int) -> str:
+    """``answer`` up to the end of its ``n``-th sentence (with its citations); unchanged
+    when it has no more than ``n``. A list marker ("3.") is not a sentence end."""
+    ends = [
+        m for m in _SENTENCE_END.finditer(answer) if not _LIST_MARKER.search(answer, 0, m.start())
+    ]
+    return answer[: ends[n - 1].end()].rstrip() if len(ends) > n else answer
+
+
 def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     """Check the answer's citations against the shown passages, then close the timings.
 
@@ -33,7 +42,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.trim_cut_off`` a typed-rag answer that the token cap cut off ends at its
     last complete sentence, with ``method.strip_invalid_citations`` it loses invalid
     numbers, and with ``method.post_cite`` its uncited sentences get the passage that
-    shares their words and citations whose passage shares too few are dropped.
+    shares their words and citations whose passage shares too few are dropped; with
+    ``method.factoid_sentences`` a factoid-route answer then keeps its first sentences.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -57,6 +67,10 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             )
             result.answer = recited.answer
             result.added_citations, result.dropped_citations = recited.added, recited.dropped
+        if opts.factoid_sentences and result.type == "FACTOID":
+            short = first_sentences(result.answer, opts.factoid_sentences)
+            result.shortened = short != result.answer
+            result.answer = short
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

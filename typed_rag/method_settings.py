@@ -60,6 +60,7 @@ class MethodOptions(BaseModel):
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     draft_query: bool = False
     factoid_brief: bool = False
+    factoid_sentences: int | None = Field(None, ge=1, le=10)
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -138,6 +139,10 @@ class MethodSettings(BaseModel):
     # to three sentences): its answers ran to twice the closed-book draft's length, and a
     # small model that goes on to reason step by step contradicts its own first sentence.
     factoid_brief: bool | None = None
+    # ... or, after the fact, keeps only its first this many sentences (None: all): what a
+    # small model adds after a factual answer is mostly unasked-for detail and meta-talk
+    # about its draft ("The draft answer is correct.").
+    factoid_sentences: int | None = Field(None, ge=1, le=10)
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

@@ -61,6 +61,8 @@ class Result(BaseModel):
     finish_reason: str = "stop"
     # The cut-off answer was ended at its last complete sentence (method.trim_cut_off).
     trimmed: bool = False
+    # The factoid-route answer was cut to its first sentences (method.factoid_sentences).
+    shortened: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

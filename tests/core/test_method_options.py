@@ -15,7 +15,7 @@ from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.finishing import trim_to_sentence
+from typed_rag.finishing import first_sentences, trim_to_sentence
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.pipelines.grounding import DRAFT_QUERY_WORDS
@@ -455,6 +455,37 @@ async def test_factoid_brief_asks_the_factoid_route_only_for_a_short_answer(
     for kwargs in ({"force_type": T.EVIDENCE_BASED}, {"mode": "rag"}):
         await rag.answer(Q, **kwargs)
         assert FACTOID_BRIEF not in user_text(final_request(engine))
+
+
+@pytest.mark.parametrize("cap", [None, 1, 2])
+async def test_factoid_sentences_keeps_the_first_sentences_of_factoid_route_answers(
+    make_rag, settings, cap
+) -> None:
+    set_method(settings, factoid_sentences=cap)
+    text = "It is the crust [1]. The draft answer is correct.\n\n1. Rocks [2]. 2. Crystals."
+    rag, _ = make_rag(scripted_responder({}, lambda req: text))
+    result = await rag.answer(Q, force_type=T.FACTOID)
+    expected = {None: text, 1: "It is the crust [1].", 2: text.split("\n\n")[0]}[cap]
+    assert result.answer == expected
+    assert result.shortened is (cap is not None)
+    assert result.citations == ([1] if cap else [1, 2])
+    # Only the factoid route: a typed pipeline's answer keeps every sentence.
+    evidence = await rag.answer(Q, force_type=T.EVIDENCE_BASED)
+    assert evidence.answer == text and not evidence.shortened
+
+
+@pytest.mark.parametrize(
+    "text,n,expected",
+    [
+        ("One [1]. Two. Three.", 2, "One [1]. Two."),
+        ("One. Two.", 2, "One. Two."),
+        ("Some include [2]:\n1. A thing. More.\n2. B.", 1, "Some include [2]:\n1. A thing."),
+        ("Costs rose 3.5 percent. Then fell.", 1, "Costs rose 3.5 percent."),
+        ("no sentence ends here", 1, "no sentence ends here"),
+    ],
+)
+def test_first_sentences(text: str, n: int, expected: str) -> None:
+    assert first_sentences(text, n) == expected
 
 
 @pytest.mark.parametrize("draft_query", [False, True])
