@@ -61,6 +61,7 @@ class MethodOptions(BaseModel):
     draft_query: bool = False
     factoid_brief: bool = False
     factoid_sentences: int | None = Field(None, ge=1, le=10)
+    factoid_guidance: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -143,6 +144,10 @@ class MethodSettings(BaseModel):
     # small model adds after a factual answer is mostly unasked-for detail and meta-talk
     # about its draft ("The draft answer is correct.").
     factoid_sentences: int | None = Field(None, ge=1, le=10)
+    # The factoid route's final prompt gets the guidance the typed pipelines' final prompts
+    # get (core sub-questions, the citation rule, as set): a factual answer too is judged
+    # on what it covers, and the factoid route's answers are the ones that cite least.
+    factoid_guidance: bool | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

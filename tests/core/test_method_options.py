@@ -457,6 +457,30 @@ async def test_factoid_brief_asks_the_factoid_route_only_for_a_short_answer(
         assert FACTOID_BRIEF not in user_text(final_request(engine))
 
 
+@pytest.mark.parametrize("guidance", [False, True])
+async def test_factoid_guidance_gives_the_factoid_route_the_typed_final_guidance(
+    make_rag, settings, guidance
+) -> None:
+    set_method(
+        settings,
+        own_knowledge="draft",
+        core_sub_questions="definition",
+        require_citations=True,
+        factoid_brief=True,
+        factoid_guidance=guidance,
+    )
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
+    )
+    rag, engine = make_rag(scripted_responder({}, lambda req: "Final [1]."))
+    await rag.answer(Q, force_type=T.FACTOID)
+    final = user_text(final_request(engine))
+    assert (CORE_DEFINITION in final) is guidance
+    assert (STRICT_CITE_RULE in final) is guidance
+    # the draft, its guidance and factoid_brief's line either way, once each
+    assert final.count(DRAFT_USE) == final.count(FACTOID_BRIEF) == final.count(GUIDE) == 1
+
+
 @pytest.mark.parametrize("cap", [None, 1, 2])
 async def test_factoid_sentences_keeps_the_first_sentences_of_factoid_route_answers(
     make_rag, settings, cap

@@ -52,10 +52,11 @@ def applies(setting: str, ctx: Context) -> bool:
     return setting == "all" or (setting == "debate" and ctx.result.type == "DEBATE")
 
 
-async def guide(ctx: Context, messages: Messages) -> Messages:
-    """The final prompt with its answer shape, core sub-questions and citation rule, as set."""
+async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> Messages:
+    """The final prompt with its answer shape, core sub-questions and citation rule, as set
+    (after the pipeline's own ``first`` lines)."""
     opts = options(ctx)
-    lines: list[str] = [DIRECT_FIRST] if applies(opts.direct_first, ctx) else []
+    lines: list[str] = [*first, DIRECT_FIRST] if applies(opts.direct_first, ctx) else [*first]
     shape = ANSWER_SHAPES.get(ctx.result.type or "")
     if opts.answer_shapes and shape:
         lines.append(shape)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
-from typed_rag.pipelines.grounding import draft_first, draft_query, with_own_knowledge
+from typed_rag.pipelines.grounding import draft_first, draft_query, guide, with_own_knowledge
 from typed_rag.pipelines.prompting import (
     FACTOID_BRIEF,
     llm_messages,
@@ -53,16 +53,19 @@ async def prepare_factoid(ctx: Context) -> Final:
     With ``method.draft_query`` the draft is written first and searched with the question,
     so the passages are the ones that can confirm or correct it (RARR's "research" step;
     query2doc's expansion), at no extra engine call. With ``method.factoid_brief`` the
-    answer is asked to be one to three sentences, the answer first."""
+    answer is asked to be one to three sentences, the answer first; with
+    ``method.factoid_guidance`` it gets the typed pipelines' final-answer guidance."""
     draft = await draft_first(ctx)
     query = draft_query(ctx.question, draft) if draft else None
     if query:
         ctx.result.plan["draft_query"] = query
     final = await prepare_rag(ctx, query)
+    opts = ctx.settings.method.options()
+    brief = [FACTOID_BRIEF] if opts.factoid_brief else []
+    if opts.factoid_guidance:
+        return Final(final.step, await guide(ctx, final.messages, brief))
     messages, lines = await with_own_knowledge(ctx, final.messages)
-    if ctx.settings.method.options().factoid_brief:
-        lines = [FACTOID_BRIEF, *lines]
-    return Final(final.step, with_guidance(messages, lines))
+    return Final(final.step, with_guidance(messages, brief + lines))
 
 
 def union_by_id(
