@@ -60,6 +60,14 @@ def set_method(settings, **values) -> None:
         setattr(settings.method, key, value)
 
 
+def set_factoid_draft(settings, **values) -> None:
+    """The factoid route with its closed-book draft (the default's), plus ``values``."""
+    set_method(settings, own_knowledge="draft", **values)
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
+    )
+
+
 def sub_answer_by_query(answers: dict[str, str], default: str = "Final answer [1].") -> object:
     """An answer responder that picks a reply by the sub-query in the prompt."""
 
@@ -441,10 +449,7 @@ async def test_the_factoid_route_drafts_only_when_listed_and_rag_mode_never(
 async def test_factoid_brief_asks_the_factoid_route_only_for_a_short_answer(
     make_rag, settings, brief
 ) -> None:
-    set_method(settings, own_knowledge="draft", factoid_brief=brief)
-    settings.method = settings.method.model_validate(
-        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
-    )
+    set_factoid_draft(settings, factoid_brief=brief)
     rag, engine = make_rag(scripted_responder({}, lambda req: "Final [1]."))
     await rag.answer(Q, force_type=T.FACTOID)
     final = user_text(final_request(engine))
@@ -461,16 +466,12 @@ async def test_factoid_brief_asks_the_factoid_route_only_for_a_short_answer(
 async def test_factoid_guidance_gives_the_factoid_route_the_typed_final_guidance(
     make_rag, settings, guidance
 ) -> None:
-    set_method(
+    set_factoid_draft(
         settings,
-        own_knowledge="draft",
         core_sub_questions="definition",
         require_citations=True,
         factoid_brief=True,
         factoid_guidance=guidance,
-    )
-    settings.method = settings.method.model_validate(
-        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
     )
     rag, engine = make_rag(scripted_responder({}, lambda req: "Final [1]."))
     await rag.answer(Q, force_type=T.FACTOID)
@@ -516,10 +517,7 @@ def test_first_sentences(text: str, n: int, expected: str) -> None:
 async def test_draft_query_searches_the_question_with_its_draft_written_once(
     make_rag, settings, retriever, draft_query
 ) -> None:
-    set_method(settings, own_knowledge="draft", draft_query=draft_query)
-    settings.method = settings.method.model_validate(
-        {**settings.method.model_dump(), "own_knowledge_types": "factoid"}
-    )
+    set_factoid_draft(settings, draft_query=draft_query)
     closed_book = llm_messages(Q)[-1]["content"]
     draft = "Chlorophyll breaks down in autumn, revealing carotenoids. " + "More words. " * 40
 
