@@ -56,7 +56,9 @@ async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> 
     """The final prompt with its answer shape, core sub-questions and citation rule, as set
     (after the pipeline's own ``first`` lines)."""
     opts = options(ctx)
-    lines: list[str] = [*first, DIRECT_FIRST] if applies(opts.direct_first, ctx) else [*first]
+    lines = list(first)
+    if applies(opts.direct_first, ctx):
+        lines.append(DIRECT_FIRST)
     shape = ANSWER_SHAPES.get(ctx.result.type or "")
     if opts.answer_shapes and shape:
         lines.append(shape)

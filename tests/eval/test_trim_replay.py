@@ -1,0 +1,62 @@
+"""The replay leaves a run as ``method.trim_cut_off`` / ``method.factoid_sentences`` would have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.trim_replay import replay
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+LONG = "It is the crust [1]. The draft answer is correct [2]."
+
+
+def _row(method: str, qid: str, route: str, answer: str = LONG, finish: str = "stop") -> dict:
+    passages = [{"citation": 1}, {"citation": 2}]
+    result = {"answer": answer, "type": route, "passages": passages, "finish_reason": finish}
+    return {"method": method, "question_id": qid, "answer": answer, "result": result}
+
+
+@pytest.mark.parametrize("sentences", [None, 1])
+def test_replay_trims_cut_answers_and_shortens_factoid_route_ones(
+    tmp_path: Path, sentences: int | None
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    answers = [
+        _row("typed-rag", "q1", "FACTOID"),
+        _row("typed-rag", "q2", "REASON", LONG + " And the man", "length"),
+        _row("typed-rag", "q3", "FACTOID", "Short [1]."),
+        _row("rag", "q1", "FACTOID"),
+    ]
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    total, changed = replay(run, tmp_path / "out", {"typed-rag"}, sentences)
+
+    out = _read(tmp_path / "out/answers.jsonl")
+    assert total == 3 and changed == (2 if sentences else 1)
+    assert out[1]["answer"] == out[1]["result"]["answer"] == LONG  # cut off: trimmed
+    assert out[1]["result"]["trimmed"] and "shortened" not in out[1]["result"]
+    assert out[2]["answer"] == "Short [1]."
+    if sentences:
+        assert out[0]["answer"] == out[0]["result"]["answer"] == "It is the crust [1]."
+        assert out[0]["result"]["shortened"] and out[0]["result"]["citations"] == [1]
+    else:
+        assert out[0]["answer"] == LONG and "shortened" not in out[0]["result"]
+    # verdicts are kept only where the answer is unchanged; other methods are not copied
+    kept = {s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")}
+    assert kept == ({"q3"} if sentences else {"q1", "q3"})
+    assert _read(run / "answers.jsonl")[0]["answer"] == LONG  # the source is untouched
+    with pytest.raises(SystemExit, match="exists"):
+        replay(run, tmp_path / "out", {"typed-rag"}, sentences)
