@@ -44,13 +44,18 @@ def replay(
             answers += 1
             result = row.get("result") or {}
             text = row["answer"]
-            if result.get("finish_reason") == "length" and trim_to_sentence(text) != text:
-                text = trim_to_sentence(text)
-                result["trimmed"] = True
-            factoid = row["method"] == "typed-rag" and result.get("type") == "FACTOID"
-            if factoid_sentences and factoid and first_sentences(text, factoid_sentences) != text:
-                text = first_sentences(text, factoid_sentences)
-                result["shortened"] = True
+            if result.get("finish_reason") == "length":
+                trimmed = trim_to_sentence(text)
+                if trimmed != text:
+                    text, result["trimmed"] = trimmed, True
+            if (
+                factoid_sentences
+                and row["method"] == "typed-rag"
+                and result.get("type") == "FACTOID"
+            ):
+                short = first_sentences(text, factoid_sentences)
+                if short != text:
+                    text, result["shortened"] = short, True
             if text != row["answer"]:
                 changed += 1
                 row["answer"] = result["answer"] = text
