@@ -1,18 +1,20 @@
-"""``method.trim_cut_off`` (and ``method.factoid_sentences``) replayed on the answers of an
-``eval run`` directory.
+"""``method.trim_cut_off`` (with ``method.drop_echo`` and ``method.factoid_sentences``)
+replayed on the answers of an ``eval run`` directory.
 
-Both cut a finished answer, so the run's answers need not be generated again: this copies a
-method's answers (typed-rag by default) into a new run directory, each one the token cap cut
-off (``finish_reason == "length"``) ended at its last complete sentence by the function the
-pipeline runs, and with ``--factoid-sentences N`` each typed-rag factoid-route answer cut to
-its first N sentences (the pipeline's last step, so after the trim), and copies the verdict
-of every answer left unchanged (the judge is deterministic: same answer, same references,
-same verdict). ``eval run`` with the run's command plus ``--set method.trim_cut_off=true``
-(``--set method.factoid_sentences=N``) and ``--out`` this directory then resumes every
-answer and judges only the changed ones; ``eval compare`` pairs the two.
+Each cuts a finished answer, so the run's answers need not be generated again: this copies a
+method's answers (typed-rag by default) into a new run directory, cut by the function the
+pipeline runs (:func:`typed_rag.finishing.cut_answer`): with ``--drop-echo`` copied prompt
+sections dropped, each answer the token cap cut off (``finish_reason == "length"``) ended at
+its last complete sentence, and with ``--factoid-sentences N`` each typed-rag factoid-route
+answer cut to its first N sentences. It copies the verdict of every answer left unchanged
+(the judge is deterministic: same answer, same references, same verdict). ``eval run`` with
+the run's command plus the options (``--set method.drop_echo=true`` ...) and ``--out`` this
+directory then resumes every answer and judges only the changed ones; ``eval compare``
+pairs the two.
 
     python -m benchmarks.trim_replay results/wiki-nfqa/reranked --out results/method/trim/reranked
     python -m benchmarks.trim_replay RUN --factoid-sentences 2 --out DIR
+    python -m benchmarks.trim_replay RUN --drop-echo --out DIR
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ from pathlib import Path
 
 from eval.runner import ANSWERS, SCORES
 from typed_rag.citations import check_citations
-from typed_rag.finishing import first_sentences, trim_to_sentence
+from typed_rag.finishing import cut_answer
 
 
 def replay(
-    run_dir: Path, out: Path, methods: set[str], factoid_sentences: int | None = None
+    run_dir: Path,
+    out: Path,
+    methods: set[str],
+    factoid_sentences: int | None = None,
+    drop_echo: bool = False,
 ) -> tuple[int, int]:
-    """Write the trimmed (and shortened) answers of ``methods`` and the unchanged answers'
-    verdicts; returns (answers, changed)."""
+    """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`) and the
+    unchanged answers' verdicts; returns (answers, changed)."""
     out.mkdir(parents=True, exist_ok=True)
     if (out / ANSWERS).exists():
         raise SystemExit(f"{out / ANSWERS} exists; use a new --out")
@@ -43,19 +49,17 @@ def replay(
                 continue
             answers += 1
             result = row.get("result") or {}
-            text = row["answer"]
-            if result.get("finish_reason") == "length":
-                trimmed = trim_to_sentence(text)
-                if trimmed != text:
-                    text, result["trimmed"] = trimmed, True
-            if (
-                factoid_sentences
-                and row["method"] == "typed-rag"
-                and result.get("type") == "FACTOID"
-            ):
-                short = first_sentences(text, factoid_sentences)
-                if short != text:
-                    text, result["shortened"] = short, True
+            factoid = row["method"] == "typed-rag" and result.get("type") == "FACTOID"
+            cut = cut_answer(
+                row["answer"],
+                drop_echo=drop_echo,
+                cut_off=result.get("finish_reason") == "length",
+                sentences=factoid_sentences if factoid else None,
+            )
+            text = cut.answer
+            for flag in ("unechoed", "trimmed", "shortened"):
+                if getattr(cut, flag):
+                    result[flag] = True
             if text != row["answer"]:
                 changed += 1
                 row["answer"] = result["answer"] = text
@@ -87,11 +91,14 @@ def main() -> None:
         type=int,
         help="also cut typed-rag factoid-route answers to their first N sentences",
     )
+    parser.add_argument("--drop-echo", action="store_true", help="also drop copied prompt sections")
     args = parser.parse_args()
     if args.factoid_sentences is not None and args.factoid_sentences < 1:
         raise SystemExit(f"--factoid-sentences must be 1 or more, got {args.factoid_sentences}")
     methods = {m.strip() for m in args.methods.split(",") if m.strip()}
-    answers, changed = replay(args.run_dir, args.out, methods, args.factoid_sentences)
+    answers, changed = replay(
+        args.run_dir, args.out, methods, args.factoid_sentences, args.drop_echo
+    )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 
 

@@ -1,4 +1,4 @@
-"""Move a run to a new default of a type-scoped method option (``typed-rag eval splice``).
+"""Move a run to a new default of a method option (``typed-rag eval splice``).
 
 Some method options apply to the questions of listed types only (``method.own_knowledge``
 with ``method.own_knowledge_types``). When such an option becomes the default, the
@@ -12,6 +12,10 @@ removed are kept under ``spliced/<n>/``.
 A run can move between ``eval.route=labels`` and ``labels-factoid`` the same way: the
 questions whose route changes (the classifier is confident they are FACTOID) are the
 affected ones, together with those whose route a changed option acts on.
+
+An option that acts on every type (``method.drop_echo``) affects every answer of the method:
+all of them are taken from the source, typically a replay of this run
+(``benchmarks.trim_replay``) judged under the new option.
 """
 
 from __future__ import annotations
@@ -58,16 +62,8 @@ def _unscoped_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
-    """The question types whose answers differ between two sets of method options.
-
-    Raises when an option that applies to every type differs: then no answer carries over.
-    """
-    unscoped = _unscoped_differences(old, new)
-    if unscoped:
-        raise UserError(
-            "eval splice carries over only options that apply to listed types "
-            f"({', '.join(TYPE_SCOPED)}); these differ for every type: {', '.join(unscoped)}"
-        )
+    """The question types whose answers differ between two sets of method options, as far
+    as the type-scoped options tell (one that acts on every type: see :func:`splice`)."""
     types: set[str] = set()
     for option in TYPE_SCOPED:
         before, after = _active(old, option), _active(new, option)
@@ -153,7 +149,8 @@ def splice(
     _same_apart_from_method(source_m, run_m, source_dir, run_dir)
     new = settings.method.options().model_dump(mode="json")
     old = _options(run_m)
-    scoped = affected_types(old, new)
+    every = bool(_unscoped_differences(old, new))
+    scoped = set() if every else affected_types(old, new)
     route = settings.eval.route
     old_route = run_m.get("fingerprint", {}).get("route", "labels")
     mine = [r for r in read_jsonl(run_dir / ANSWERS) if r.get("method") == method]
@@ -161,7 +158,7 @@ def splice(
     affected = {
         r["question_id"]
         for r in mine
-        if routes[r["question_id"]] in scoped or routes[r["question_id"]] != route_of(r)
+        if every or routes[r["question_id"]] in scoped or routes[r["question_id"]] != route_of(r)
     }
     if not affected:
         raise UserError(f"{run_dir} already answers every type as the settings given do")
@@ -172,8 +169,9 @@ def splice(
         raise UserError(f"{source_dir} was routed with eval.route={source_route}, not {route}")
 
     def replaced(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-        """The file's rows with the affected ones swapped in, the rows set aside, and how
-        many were swapped (the others set aside wait for the next ``eval run``)."""
+        """The file's rows with the affected ones swapped in, the rows set aside (replaced by
+        a different row, or removed to wait for the next ``eval run``), how many were
+        swapped and how many removed."""
         taken_ids = {
             r["question_id"]
             for r in read_jsonl(source_dir / ANSWERS)
@@ -184,19 +182,23 @@ def splice(
             for r in read_jsonl(source_dir / name)
             if r.get("method") == method and r["question_id"] in taken_ids & affected
         }
-        kept, aside, taken = [], [], 0
+        kept, aside, taken, removed = [], [], 0, 0
         for row in read_jsonl(run_dir / name):
             if row.get("method") != method or row["question_id"] not in affected:
                 kept.append(row)
                 continue
-            aside.append(row)
-            if row["question_id"] in source:
-                kept.append(source[row["question_id"]])
+            new = source.get(row["question_id"])
+            if new is None:
+                removed += 1
+            else:
+                kept.append(new)
                 taken += 1
-        return kept, aside, taken
+            if new != row:  # a row the source repeats needs no undoing
+                aside.append(row)
+        return kept, aside, taken, removed
 
-    answers, old_answers, taken = replaced(ANSWERS)
-    scores, old_scores, scored = replaced(SCORES)
+    answers, old_answers, taken, removed = replaced(ANSWERS)
+    scores, old_scores, scored, _ = replaced(SCORES)
     # The rows replaced or removed stay on disk: the comparison with the options before
     # the splice (and undoing it) needs them.
     aside = run_dir / SPLICED / str(len(run_m.get("splices", [])) + 1)
@@ -209,7 +211,7 @@ def splice(
         "method": method,
         "types": sorted(types),
         "answers_taken": taken,
-        "answers_removed": len(old_answers) - taken,
+        "answers_removed": removed,
         "scores_taken": scored,
         "rows_before": str(aside.relative_to(run_dir)),
         "method_options_before": old,

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
+from typed_rag.echo import drop_prompt_echo
 from typed_rag.pipelines import Context
 from typed_rag.result import Result
 
@@ -35,15 +37,43 @@ def first_sentences(answer: str, n: int) -> str:
     return answer[: ends[n - 1].end()].rstrip() if len(ends) > n else answer
 
 
+@dataclass
+class Cut:
+    """A finished answer after :func:`cut_answer`, and which cuts changed it."""
+
+    answer: str
+    unechoed: bool = False
+    trimmed: bool = False
+    shortened: bool = False
+
+
+def cut_answer(answer: str, *, drop_echo: bool, cut_off: bool, sentences: int | None = None) -> Cut:
+    """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
+    dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
+    complete sentence, then only the first ``sentences`` kept. One function, so that
+    ``benchmarks.trim_replay`` cuts stored answers exactly as the pipeline does."""
+    cut = Cut(answer)
+    if drop_echo:
+        cut.answer = drop_prompt_echo(answer)
+        cut.unechoed = cut.answer != answer
+    if cut_off and answer.rstrip().endswith(cut.answer):  # not when the echo took the end
+        trimmed = trim_to_sentence(cut.answer)
+        cut.trimmed, cut.answer = trimmed != cut.answer, trimmed
+    if sentences:
+        short = first_sentences(cut.answer, sentences)
+        cut.shortened, cut.answer = short != cut.answer, short
+    return cut
+
+
 def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     """Check the answer's citations against the shown passages, then close the timings.
 
     Invalid numbers are recorded. Not for a streamed answer (it is already sent): with
-    ``method.trim_cut_off`` a typed-rag answer that the token cap cut off ends at its
-    last complete sentence, with ``method.strip_invalid_citations`` it loses invalid
-    numbers, and with ``method.post_cite`` its uncited sentences get the passage that
-    shares their words and citations whose passage shares too few are dropped; with
-    ``method.factoid_sentences`` a factoid-route answer then keeps its first sentences.
+    ``method.strip_invalid_citations`` a typed-rag answer loses invalid numbers, with
+    ``method.post_cite`` its uncited sentences get the passage that shares their words and
+    citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
+    as ``method.drop_echo``, ``method.trim_cut_off`` and (factoid route)
+    ``method.factoid_sentences`` say.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -51,10 +81,6 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     result.invalid_citations = check.invalid
     opts = ctx.settings.method.options()
     if result.mode == "typed-rag" and not streamed:
-        if opts.trim_cut_off and result.finish_reason == "length":
-            trimmed = trim_to_sentence(result.answer)
-            result.trimmed = trimmed != result.answer
-            result.answer = trimmed
         if check.invalid and opts.strip_invalid_citations:
             result.answer = strip_invalid(result.answer, shown).strip()
         if opts.post_cite:
@@ -67,10 +93,14 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             )
             result.answer = recited.answer
             result.added_citations, result.dropped_citations = recited.added, recited.dropped
-        if opts.factoid_sentences and result.type == "FACTOID":
-            short = first_sentences(result.answer, opts.factoid_sentences)
-            result.shortened = short != result.answer
-            result.answer = short
+        cut = cut_answer(
+            result.answer,
+            drop_echo=opts.drop_echo,
+            cut_off=opts.trim_cut_off and result.finish_reason == "length",
+            sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
+        )
+        result.answer = cut.answer
+        result.unechoed, result.trimmed, result.shortened = cut.unechoed, cut.trimmed, cut.shortened
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -63,6 +63,8 @@ class Result(BaseModel):
     trimmed: bool = False
     # The factoid-route answer was cut to its first sentences (method.factoid_sentences).
     shortened: bool = False
+    # Prompt sections copied into the answer were dropped (method.drop_echo).
+    unechoed: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

@@ -7,15 +7,17 @@ recorded, with the option on and, where it matters, off.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pydantic import ValidationError
 
 from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
+from typed_rag.echo import drop_prompt_echo
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.finishing import first_sentences, trim_to_sentence
+from typed_rag.finishing import cut_answer, first_sentences, trim_to_sentence
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.pipelines.grounding import DRAFT_QUERY_WORDS
@@ -28,6 +30,7 @@ from typed_rag.pipelines.prompting import (
     DRAFT_USE,
     FACTOID_BRIEF,
     OWN_KNOWLEDGE,
+    PROMPT_HEADINGS,
     STRICT_CITE_RULE,
     length_guidance,
     llm_messages,
@@ -511,6 +514,79 @@ async def test_factoid_sentences_keeps_the_first_sentences_of_factoid_route_answ
 )
 def test_first_sentences(text: str, n: int, expected: str) -> None:
     assert first_sentences(text, n) == expected
+
+
+ANSWER = "The seven wonders include the Great Pyramid of Giza [1] and the Lighthouse of Alexandria."
+GUIDANCE_ECHO = "### How to write the answer\n- The draft above was written from memory."
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (f"{ANSWER}\n\n{GUIDANCE_ECHO}", ANSWER),
+        (f"{ANSWER}\n\n### References:\n[1] A made-up entry.", ANSWER),
+        (f"### Question\nWhat are they?\n\n### Answer\n{ANSWER}", ANSWER),
+        (f"### Original question\nWhat?\n\n### Answer:\n{ANSWER}\n\n{GUIDANCE_ECHO}", ANSWER),
+        (f"{ANSWER}\n\n**References:**\n[1] Smith, J. (2010). Leeches.", ANSWER),
+        (f"{ANSWER}\n\nReferences:\n[1][2]", ANSWER),
+        # a line without "#" is a heading only when it is nothing but a heading's name
+        (f"{ANSWER}\n\nReferences [1]: Obstetrics\nAnswering it took {ANSWER}", None),
+        # a copied prompt and no answer heading: where the answer starts is not known
+        (f"### Question\nWhat are they?\n\n{ANSWER}", None),
+        (f"**Question:**\nWhat are they?\n\n**Responses:**\n- {ANSWER}", None),
+        (f"### Draft answer from memory\n{ANSWER}\n\n{GUIDANCE_ECHO}", None),
+        # nothing but a restated question before the copied heading
+        (f"**Question**: What are they?\n\n### Debate topic: x\n{ANSWER}", None),
+        # too little before the copied heading: it opens the answer's own content
+        (f"One wonder [1].\n\n### References\n{ANSWER}", None),
+        # the answer's own headings stay
+        (f"### Perspective 1\n{ANSWER}\n### Question 2: why?\n{ANSWER}", None),
+    ],
+)
+def test_drop_prompt_echo(text: str, expected: str | None) -> None:
+    assert drop_prompt_echo(text) == (text if expected is None else expected)
+
+
+def test_cut_answer_trims_only_an_end_the_echo_left() -> None:
+    cut_off = f"{ANSWER} Then the"
+    # a copied section took the cut-off end with it: nothing more is trimmed
+    cut = cut_answer(f"{ANSWER} More\n\n{GUIDANCE_ECHO} And", drop_echo=True, cut_off=True)
+    assert cut.answer == f"{ANSWER} More" and cut.unechoed and not cut.trimmed
+    # a copied opening leaves the cut-off end: it is trimmed
+    cut = cut_answer(f"### Question\nWhat?\n### Answer\n{cut_off}", drop_echo=True, cut_off=True)
+    assert cut.answer == ANSWER and cut.unechoed and cut.trimmed
+    assert cut_answer(cut_off, drop_echo=False, cut_off=True).answer == ANSWER
+    off = cut_answer(f"{ANSWER}\n\n{GUIDANCE_ECHO}", drop_echo=False, cut_off=False)
+    assert off.answer == f"{ANSWER}\n\n{GUIDANCE_ECHO}" and not off.unechoed
+
+
+@pytest.mark.parametrize("drop", [False, True])
+async def test_drop_echo_cuts_typed_answers_only(make_rag, settings, drop) -> None:
+    set_method(settings, drop_echo=drop)
+    text = f"{ANSWER}\n\n{GUIDANCE_ECHO}"
+    rag, _ = make_rag(scripted_responder({}, lambda req: text))
+    for qtype in (T.FACTOID, T.REASON, T.DEBATE):
+        result = await rag.answer(Q, force_type=qtype)
+        assert result.answer == (ANSWER if drop else text)
+        assert result.unechoed is drop
+    baseline = await rag.answer(Q, mode="rag")
+    assert baseline.answer == text and not baseline.unechoed
+
+
+async def test_prompt_headings_name_every_final_prompt_section(make_rag, settings) -> None:
+    """``method.drop_echo`` knows a copied section by these names: a final prompt with a new
+    heading must add it."""
+    set_method(settings, own_knowledge="draft", grounded_aggregation=True, sub_answers="generate")
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": list(T)}
+    )
+    rag, engine = make_rag(scripted_responder({}, lambda req: "Final [1]."))
+    seen: set[str] = set()
+    for qtype in T:
+        await rag.answer(Q, force_type=qtype)
+        seen |= set(re.findall(r"^### (.+)$", user_text(final_request(engine)), re.M))
+    assert {"Question", "References", "Answer", "Debate topic"} <= seen
+    assert seen <= set(PROMPT_HEADINGS)
 
 
 @pytest.mark.parametrize("draft_query", [False, True])

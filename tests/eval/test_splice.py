@@ -86,6 +86,37 @@ def test_splice_takes_the_affected_types_and_removes_what_the_source_lacks(
     assert "already answers every type" in capsys.readouterr().err
 
 
+def test_an_option_on_every_type_takes_every_answer_from_the_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    same = _row("typed-rag", "q3", "REASON", answer="same")
+    old = [_row("typed-rag", q, t, answer="old") for q, t in (("q1", "REASON"), ("q2", "DEBATE"))]
+    old += [same, _row("rag", "q1", "REASON", answer="rag")]
+    run = _run(tmp_path / "run", DEFAULT, old, [{**r, "rank": 3} for r in old])
+    cut = {**DEFAULT, "drop_echo": not DEFAULT["drop_echo"]}
+    new = [_row("typed-rag", "q1", "REASON", answer="cut"), same]
+    source = _run(tmp_path / "src", cut, new, [{**new[0], "rank": 1}])
+    flag = ["--set", f"method.drop_echo={str(cut['drop_echo']).lower()}"]
+    settings = [*flag, "--set", "method.own_knowledge=off"]
+
+    assert main([*settings, "eval", "splice", str(run), "--from", str(source)]) == 0
+    answers = {(r["method"], r["question_id"]): r["answer"] for r in _read(run / "answers.jsonl")}
+    # every typed-rag answer moves (q2, which the source lacks, waits for the next run)
+    assert answers == {
+        ("typed-rag", "q1"): "cut",
+        ("typed-rag", "q3"): "same",
+        ("rag", "q1"): "rag",
+    }
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["fingerprint"]["method"]["drop_echo"] is cut["drop_echo"]
+    record = manifest["splices"][0]
+    assert record["types"] == ["DEBATE", "REASON"]
+    assert (record["answers_taken"], record["answers_removed"]) == (2, 1)
+    # only the rows that changed or went are set aside (q3's is the same in both runs)
+    aside = {r["question_id"] for r in _read(run / record["rows_before"] / "answers.jsonl")}
+    assert aside == {"q1", "q2"}
+
+
 @pytest.mark.parametrize(
     ("source_fp", "source_method", "args", "message"),
     # args: the settings, then (after "eval splice RUN --from SRC") any command options

@@ -60,3 +60,21 @@ def test_replay_trims_cut_answers_and_shortens_factoid_route_ones(
     assert _read(run / "answers.jsonl")[0]["answer"] == LONG  # the source is untouched
     with pytest.raises(SystemExit, match="exists"):
         replay(run, tmp_path / "out", {"typed-rag"}, sentences)
+
+
+def test_replay_drops_copied_prompt_sections(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    answer = "The crust is the outer layer of the planet, made of rock [1]."
+    echoed = answer + "\n\n### References\n[2] A made-up entry."
+    answers = [_row("typed-rag", "q1", "REASON", echoed), _row("typed-rag", "q2", "REASON")]
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_echo=True) == (2, 1)
+
+    out = _read(tmp_path / "out/answers.jsonl")
+    assert out[0]["answer"] == out[0]["result"]["answer"] == answer
+    assert out[0]["result"]["unechoed"] and out[0]["result"]["citations"] == [1]
+    assert out[1]["answer"] == LONG
+    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
