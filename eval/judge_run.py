@@ -214,8 +214,9 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
 
     lines = [
         "| protocol | model | n | 3 > 0 % | 3 > 1 % | all pairs % | off-topic last % | "
-        "off-topic first % | no-gold < grade 3 % | Spearman [95% CI] | s/verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "off-topic first % | no-gold < grade 3 % | padded <= grade 1 % | Spearman [95% CI] | "
+        "s/verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in summary:
         sp = r.get("spearman")
@@ -225,7 +226,8 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
         lines.append(
             f"| {r['protocol']}{' (default)' if r['default'] else ''} | {r['model']} | {r['n']} | "
             f"{cell(r, 'acc_3v0')} | {cell(r, 'acc_3v1')} | {cell(r, 'acc_pairs')} | "
-            f"{cell(r, 'acc_offtopic')} | {100 * first:.0f} | {cell(r, 'acc_nogold')} | {sp_cell} | "
+            f"{cell(r, 'acc_offtopic')} | {100 * first:.0f} | {cell(r, 'acc_nogold')} | "
+            f"{cell(r, 'acc_padding')} | {sp_cell} | "
             f"{r['s_per_verdict']:.2f} |"
         )
     return "\n".join(lines)

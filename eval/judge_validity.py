@@ -11,6 +11,10 @@ two kinds of candidates of known quality come from the generator itself:
 - ``nogold``: its answer to the question that contains none of the source
   dataset's short answers: it should score below the held-out grade-3 answer.
 
+A third probe asks whether the judge pays for length: ``padded`` is the held-out grade-1
+answer followed by on-topic sentences that say nothing (:func:`padding`); a judge that
+credits content, not length, does not score it above the same answer unpadded.
+
 Judgements are stored per (protocol, model, candidate) in a JSONL file, so
 protocols and models are added one run at a time and ensembles are computed
 from what is stored.
@@ -35,6 +39,17 @@ from eval.wikinfqa import WikiNFQARecord
 GRADED = "graded"
 OFFTOPIC = "offtopic"
 NOGOLD = "nogold"
+PADDED = "padded"
+
+
+def padding(question: str) -> str:
+    """Sentences about ``question`` that add no information (the ``padded`` probe)."""
+    asked = question.strip().rstrip("?")
+    return (
+        f'Answering "{asked}?" means looking at the relevant facts and their context. '
+        "The answer depends on several factors, and sources describe them in different ways. "
+        "Taken together, these points give a fuller picture of the question."
+    )
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ class Candidate:
 
     key: str
     question_id: str
-    kind: str  # graded | offtopic | nogold
+    kind: str  # graded | offtopic | nogold | padded
     grade: int | None
     item: LinkageItem
 
@@ -105,7 +120,11 @@ def build_candidates(
 
         for grade in (3, 2, 1, 0):
             if spare.get(grade):
-                out.append(_candidate(rec, refs, GRADED, grade, rng.choice(spare[grade])))
+                text = rng.choice(spare[grade])
+                out.append(_candidate(rec, refs, GRADED, grade, text))
+                if grade == 1:
+                    padded = f"{text.rstrip()} {padding(rec.question)}"
+                    out.append(_candidate(rec, refs, PADDED, grade, padded))
         others = [
             q for q in by_type.get(type_of(labels, rec.question_id), []) if q != rec.question_id
         ]
@@ -153,7 +172,8 @@ def validity(
     qids = sorted(by_q)
 
     def stats(sample: Sequence[str]) -> dict[str, float]:
-        p30, p31, pall, nogold, grades, scores, off_last, off_first = [], [], [], [], [], [], [], []
+        p30, p31, pall, nogold, padded, grades, scores = [], [], [], [], [], [], []
+        off_last, off_first = [], []
         for qid in sample:
             cands = by_q[qid].values()
             graded = {c.grade: quality[c.key] for c in cands if c.kind == GRADED}
@@ -166,6 +186,8 @@ def validity(
                     off_first.append(float(best[c.key]))
                 elif c.kind == NOGOLD and 3 in graded:
                     nogold.append((graded[3], quality[c.key]))
+                elif c.kind == PADDED and 1 in graded:
+                    padded.append((graded[1], quality[c.key]))
             if 3 in graded and 0 in graded:
                 p30.append((graded[3], graded[0]))
             if 3 in graded and 1 in graded:
@@ -182,10 +204,13 @@ def validity(
             "acc_offtopic": float(np.mean(off_last)) if off_last else float("nan"),
             "offtopic_first": float(np.mean(off_first)) if off_first else float("nan"),
             "acc_nogold": _pair_accuracy(nogold),
+            # the unpadded answer above its padded copy (ties half): 0.5 or more, no length pay
+            "acc_padding": _pair_accuracy(padded),
             "n_3v0": len(p30),
             "n_3v1": len(p31),
             "n_offtopic": len(off_last),
             "n_nogold": len(nogold),
+            "n_padding": len(padded),
         }
 
     point = stats(qids)

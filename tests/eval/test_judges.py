@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from eval.judge_validity import GRADED, NOGOLD, OFFTOPIC, Candidate, validity
+from eval.judge_validity import GRADED, NOGOLD, OFFTOPIC, PADDED, Candidate, padding, validity
 from eval.judges import ensemble, judge, parse_protocol
 from eval.linkage import LinkageItem, Reference
 from eval.linkage_prob import LinkageProbScorer, expected_reciprocal_rank
@@ -115,6 +115,21 @@ def test_validity_counts_orderings_off_topic_and_no_gold() -> None:
     assert not math.isnan(out["spearman"])
 
 
+def test_validity_reports_whether_padding_pays() -> None:
+    cands = [_cand(q, GRADED, 1) for q in ("q1", "q2")] + [
+        _cand(q, PADDED, 1) for q in ("q1", "q2")
+    ]
+    cands += [_cand(q, GRADED, 3) for q in ("q1", "q2")]
+    quality = {"q1/graded/1": 0.5, "q1/padded/1": 0.7, "q2/graded/1": 0.5, "q2/padded/1": 0.5}
+    quality |= {"q1/graded/3": 0.9, "q2/graded/3": 0.9}
+    flags = dict.fromkeys(quality, False)
+    out = validity(cands, quality, flags, flags, n_boot=20)
+    # q1: the padded copy scores higher (length paid); q2: a tie counts half
+    assert out["acc_padding"] == pytest.approx(0.25) and out["n_padding"] == 2
+    assert out["mean_quality"]["padded"] == pytest.approx(0.6)
+    assert "fuller picture" in padding("Why is the sky blue?")
+
+
 def test_judge_validity_command_is_resumable_and_writes_the_summary(
     tmp_path, nfqa_dir, settings
 ) -> None:
@@ -156,7 +171,7 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
     (row,) = [r for r in first if r["default"]]  # the default protocol on the generator's model
     assert row["protocol"] == "linkage-prob-gated"
     assert row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
-    for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "spearman", "n"):
+    for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "acc_padding", "spearman", "n"):
         assert key in row
     assert (
         row["n"] == 6 and (out / "summary.md").exists() and (out / "quality_by_grade.png").exists()
