@@ -168,7 +168,7 @@ def splice(
     if route != old_route and source_route != route:
         raise UserError(f"{source_dir} was routed with eval.route={source_route}, not {route}")
 
-    def replaced(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    def replaced(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, int]:
         """The file's rows with the affected ones swapped in, the rows set aside (replaced by
         a different row, or removed to wait for the next ``eval run``), how many were
         swapped and how many removed."""
