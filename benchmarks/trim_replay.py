@@ -15,6 +15,12 @@ pairs the two.
     python -m benchmarks.trim_replay results/wiki-nfqa/reranked --out results/method/trim/reranked
     python -m benchmarks.trim_replay RUN --factoid-sentences 2 --out DIR
     python -m benchmarks.trim_replay RUN --drop-echo --out DIR
+
+``--match-length rag`` is a probe of the judge, not a method: each answer is cut to its
+longest run of whole sentences no longer (in words the judge reads) than the named method's
+answer to the same question, at least one sentence. The judge pays for length
+(``docs/judge-validity.md``), so pairing the cut answers with that method reads the lead at
+(about) equal length.
 """
 
 from __future__ import annotations
@@ -24,8 +30,35 @@ import json
 from pathlib import Path
 
 from eval.runner import ANSWERS, SCORES
-from typed_rag.citations import check_citations
-from typed_rag.finishing import cut_answer
+from typed_rag.citations import check_citations, without_citations
+from typed_rag.finishing import cut_answer, first_sentences
+
+
+def words(text: str) -> int:
+    """Words the judge reads (``eval.judge_citations=strip``)."""
+    return len(without_citations(text).split())
+
+
+def within_words(answer: str, budget: int) -> str:
+    """The longest run of ``answer``'s first whole sentences with at most ``budget`` words;
+    its first sentence when even that is longer."""
+    if words(answer) <= budget:
+        return answer
+    kept = first_sentences(answer, 1)
+    n = 2
+    while (longer := first_sentences(answer, n)) != kept and words(longer) <= budget:
+        kept, n = longer, n + 1
+    return kept
+
+
+def budgets(run_dir: Path, method: str) -> dict[str, int]:
+    """Words of ``method``'s answer per question id."""
+    out = {}
+    for line in (run_dir / ANSWERS).read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("method") == method:
+            out[row["question_id"]] = words(row.get("answer") or "")
+    return out
 
 
 def replay(
@@ -34,9 +67,12 @@ def replay(
     methods: set[str],
     factoid_sentences: int | None = None,
     drop_echo: bool = False,
+    match_length: str | None = None,
 ) -> tuple[int, int]:
-    """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`) and the
-    unchanged answers' verdicts; returns (answers, changed)."""
+    """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`; with
+    ``match_length`` also :func:`within_words` that method's answer) and the unchanged
+    answers' verdicts; returns (answers, changed)."""
+    budget = budgets(run_dir, match_length) if match_length else {}
     out.mkdir(parents=True, exist_ok=True)
     if (out / ANSWERS).exists():
         raise SystemExit(f"{out / ANSWERS} exists; use a new --out")
@@ -57,6 +93,8 @@ def replay(
                 sentences=factoid_sentences if factoid else None,
             )
             text = cut.answer
+            if row["question_id"] in budget:
+                text = within_words(text, budget[row["question_id"]])
             for flag in ("unechoed", "trimmed", "shortened"):
                 if getattr(cut, flag):
                     result[flag] = True
@@ -92,12 +130,17 @@ def main() -> None:
         help="also cut typed-rag factoid-route answers to their first N sentences",
     )
     parser.add_argument("--drop-echo", action="store_true", help="also drop copied prompt sections")
+    parser.add_argument(
+        "--match-length",
+        metavar="METHOD",
+        help="also cut each answer to whole sentences no longer than METHOD's answer (a judge probe)",
+    )
     args = parser.parse_args()
     if args.factoid_sentences is not None and args.factoid_sentences < 1:
         raise SystemExit(f"--factoid-sentences must be 1 or more, got {args.factoid_sentences}")
     methods = {m.strip() for m in args.methods.split(",") if m.strip()}
     answers, changed = replay(
-        args.run_dir, args.out, methods, args.factoid_sentences, args.drop_echo
+        args.run_dir, args.out, methods, args.factoid_sentences, args.drop_echo, args.match_length
     )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 

@@ -78,3 +78,29 @@ def test_replay_drops_copied_prompt_sections(tmp_path: Path) -> None:
     assert out[0]["result"]["unechoed"] and out[0]["result"]["citations"] == [1]
     assert out[1]["answer"] == LONG
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
+
+
+def test_match_length_cuts_to_the_other_methods_word_count(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    three = "One two three [1]. Four five six [2]. Seven eight nine."
+    answers = [
+        _row("typed-rag", "q1", "REASON", three),
+        _row("typed-rag", "q2", "REASON", three),
+        _row("typed-rag", "q3", "REASON", three),
+        _row("rag", "q1", "REASON", "Six words [1] in the rag answer."),  # markers not counted
+        _row("rag", "q2", "REASON", "Two words."),  # shorter than one sentence: keep the first
+        _row("rag", "q3", "REASON", " ".join(["w"] * 20)),  # longer: unchanged
+    ]
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    assert replay(run, tmp_path / "out", {"typed-rag"}, match_length="rag") == (3, 2)
+
+    out = {r["question_id"]: r["answer"] for r in _read(tmp_path / "out/answers.jsonl")}
+    assert out == {
+        "q1": "One two three [1]. Four five six [2].",
+        "q2": "One two three [1].",
+        "q3": three,
+    }
+    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q3"]
