@@ -133,6 +133,10 @@ CHANGES: tuple[Change, ...] = (
     Change("core sub-questions answered end to end (Xie et al.'s M4)", "augment.end_to_end=true",
            "off", f"{M}/core-sub-questions/m4:typed-rag", f"{M}/core-sub-questions/base:typed-rag",
            f"{M}/core-sub-questions/compare/m4-vs-base.json"),
+    Change("the mediator's perspectives by name, not numbered (headline DEBATE route)",
+           "method.mediator_labels=perspectives", "off",
+           f"{M}/mediator-labels/debate:typed-rag", "results/wiki-nfqa/reranked:typed-rag",
+           f"{M}/mediator-labels/vs-typed-rag.json"),
 )  # fmt: skip
 
 

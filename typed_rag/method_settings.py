@@ -78,6 +78,7 @@ class MethodOptions(BaseModel):
     sub_query_style: Literal["aspects", "paraphrase"] = "aspects"
     anchor_sub_queries: bool = False
     sub_answers: Literal["generate", "extract"] = "generate"
+    mediator_labels: Literal["responses", "perspectives"] = "responses"
 
     @model_validator(mode="after")
     def _floor_below_min_share(self) -> MethodOptions:
@@ -203,6 +204,13 @@ class MethodSettings(BaseModel):
     #    passages that best match it, with their [n] (no engine call; see
     #    typed_rag.subanswers.extract_evidence).
     sub_answers: Literal["generate", "extract"] | None = None
+    # How the DEBATE mediator's prompt lists the perspectives' answers: numbered
+    # "Response 1 (perspective: X)" lines (the paper's "responses"), or each under its
+    # perspective's name ("perspectives"). The 1.5B model copies the numbered labels into
+    # its answer ("Response 1 (perspective: lettuce cultivation) states ..." in 29 of 41
+    # headline DEBATE answers), labels the user never saw. Measured on those 41 questions:
+    # -0.069 MRR [-0.121, -0.020] (it copies the prompt's layout instead), so not kept.
+    mediator_labels: Literal["responses", "perspectives"] | None = None
 
     @field_validator("own_knowledge_types", mode="before")
     @classmethod

@@ -573,10 +573,17 @@ async def test_drop_echo_cuts_typed_answers_only(make_rag, settings, drop) -> No
     assert baseline.answer == text and not baseline.unechoed
 
 
-async def test_prompt_headings_name_every_final_prompt_section(make_rag, settings) -> None:
+@pytest.mark.parametrize("labels", ["responses", "perspectives"])
+async def test_prompt_headings_name_every_final_prompt_section(make_rag, settings, labels) -> None:
     """``method.drop_echo`` knows a copied section by these names: a final prompt with a new
     heading must add it."""
-    set_method(settings, own_knowledge="draft", grounded_aggregation=True, sub_answers="generate")
+    set_method(
+        settings,
+        own_knowledge="draft",
+        grounded_aggregation=True,
+        sub_answers="generate",
+        mediator_labels=labels,
+    )
     settings.method = settings.method.model_validate(
         {**settings.method.model_dump(), "own_knowledge_types": list(T)}
     )
@@ -585,7 +592,7 @@ async def test_prompt_headings_name_every_final_prompt_section(make_rag, setting
     for qtype in T:
         await rag.answer(Q, force_type=qtype)
         seen |= set(re.findall(r"^### (.+)$", user_text(final_request(engine)), re.M))
-    assert {"Question", "References", "Answer", "Debate topic"} <= seen
+    assert {"Question", "References", "Answer", "Debate topic", labels.title()} <= seen
     assert seen <= set(PROMPT_HEADINGS)
 
 

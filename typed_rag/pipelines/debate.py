@@ -186,16 +186,23 @@ def mediator_messages(
     topic: str,
     responses: Sequence[tuple[str, str]],
     passages: Sequence[Numbered] = (),
+    labels: str = "responses",
 ) -> Messages:
     """Summarise the perspectives' answers into a fair, balanced direct answer.
 
     With ``passages`` the mediator also reads the best passages and keeps only
-    the claims of the responses that one of them supports.
+    the claims of the responses that one of them supports. ``labels``: the responses as
+    numbered lines, or each under its perspective's name (``method.mediator_labels``).
     """
-    lines = "\n".join(
-        f'- Response {i} (perspective: {view}): "{answer.strip()}"'
-        for i, (view, answer) in enumerate(responses, 1)
-    )
+    if labels == "perspectives":
+        heading = "Perspectives"
+        lines = "\n".join(f'- {view}: "{answer.strip()}"' for view, answer in responses)
+    else:
+        heading = "Responses"
+        lines = "\n".join(
+            f'- Response {i} (perspective: {view}): "{answer.strip()}"'
+            for i, (view, answer) in enumerate(responses, 1)
+        )
     if passages:
         grounding = (
             "The responses may misread their sources: keep a claim only where one of the "
@@ -215,7 +222,7 @@ def mediator_messages(
         f"### Question\n{question}\n\n"
         f"### Debate topic\n{topic}\n\n"
         f"{refs}"
-        f"### Responses\n{lines}\n\n"
+        f"### {heading}\n{lines}\n\n"
         "### Answer\n"
     )
     return chat(MEDIATOR_SYSTEM, user)
@@ -257,7 +264,11 @@ async def prepare(ctx: Context) -> Final:
         subs,
         "mediate",
         lambda kept, passages: mediator_messages(
-            ctx.question, topic, [(s.perspective or "", s.answer) for s in kept], passages
+            ctx.question,
+            topic,
+            [(s.perspective or "", s.answer) for s in kept],
+            passages,
+            opts.mediator_labels,
         ),
         what="perspective answer",
     )

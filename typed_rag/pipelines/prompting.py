@@ -24,6 +24,7 @@ PROMPT_HEADINGS = (
     "Items to compare",
     "Debate topic",
     "Responses",
+    "Perspectives",
     "Answer",
 )
 
