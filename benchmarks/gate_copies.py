@@ -23,11 +23,13 @@ from pathlib import Path
 from statistics import mean
 
 from eval.judge_validity import build_candidates, pick_questions, validity
+from eval.judges import Judgement, gated
 from eval.labels import load_labels
 from eval.linkage_prob import p_yes, relevance_request
 from eval.wikinfqa import load_wikinfqa
 from typed_rag import engines
 from typed_rag.config import load_settings
+from typed_rag.store import read_jsonl
 
 WORD = re.compile(r"\w+")
 MIN_RUN = 5
@@ -71,10 +73,7 @@ def without_question_copies(question: str, answer: str, min_run: int = MIN_RUN) 
 def candidates(questions: int, seed: int = 7) -> list:
     settings = load_settings()
     records = load_wikinfqa(settings.eval.data_dir, None, "skip").records
-    pool = {}
-    for line in (JUDGED / "generator_answers.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        pool[row["question_id"]] = row["answer"]
+    pool = {r["question_id"]: r["answer"] for r in read_jsonl(JUDGED / "generator_answers.jsonl")}
     picked = pick_questions(records, questions, seed, settings.eval.reference_seed)
     labels = load_labels(JUDGED / "labels.json")
     return build_candidates(picked, pool, labels, seed, settings.eval.reference_seed)
@@ -84,23 +83,15 @@ async def ask(cands: list, out: Path) -> None:
     """The gate's P(relevant) on each changed candidate, without its question copies."""
     settings = load_settings()
     settings.engine.n_threads = 2
-    todo = [
-        c
-        for c in cands
-        if without_question_copies(c.item.question, c.item.candidate) != c.item.candidate
-    ]
+    stripped = {c.key: without_question_copies(c.item.question, c.item.candidate) for c in cands}
+    todo = [c for c in cands if stripped[c.key] != c.item.candidate]
     engine = engines.build_engine(settings)
     await engine.start()
     try:
         with (out / RELEVANCE).open("w", encoding="utf-8") as sink:
             for start in range(0, len(todo), 8):
                 chunk = todo[start : start + 8]
-                requests = [
-                    relevance_request(
-                        c.item.question, without_question_copies(c.item.question, c.item.candidate)
-                    )
-                    for c in chunk
-                ]
+                requests = [relevance_request(c.item.question, stripped[c.key]) for c in chunk]
                 for c, res in zip(chunk, await engine.score_choices(requests), strict=True):
                     row = {"key": c.key, "kind": c.kind, "grade": c.grade, "p": p_yes(res.logprobs)}
                     sink.write(json.dumps(row) + "\n")
@@ -112,13 +103,9 @@ async def ask(cands: list, out: Path) -> None:
 def summarize(cands: list, out: Path) -> dict:
     """Gate P(relevant) before/after per kind, and the gated judge's validity both ways."""
     stored: dict[str, dict[str, dict]] = defaultdict(dict)
-    for line in (JUDGED / "judgements.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in read_jsonl(JUDGED / "judgements.jsonl"):
         stored[row["protocol"]][row["key"]] = row
-    new = {
-        r["key"]: r
-        for r in map(json.loads, (out / RELEVANCE).read_text(encoding="utf-8").splitlines())
-    }
+    new = {r["key"]: r for r in read_jsonl(out / RELEVANCE)}
     linkage, gate = stored["linkage-prob"], stored["relevance-prob"]
     keys = [c for c in cands if c.key in linkage and c.key in gate]
     by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -137,6 +124,11 @@ def summarize(cands: list, out: Path) -> dict:
         },
         "candidates": len(keys),
     }
+    link = [
+        Judgement(c.key, linkage[c.key]["quality"], linkage[c.key]["worst"],
+                  linkage[c.key]["best"], dist=linkage[c.key].get("dist"))
+        for c in keys
+    ]  # fmt: skip
     for name, relevance in (
         ("gate reads the answer (default)", {c.key: gate[c.key]["quality"] for c in keys}),
         (
@@ -144,8 +136,14 @@ def summarize(cands: list, out: Path) -> dict:
             {c.key: new[c.key]["p"] if c.key in new else gate[c.key]["quality"] for c in keys},
         ),
     ):
-        quality = {c.key: linkage[c.key]["quality"] * relevance[c.key] for c in keys}
-        stats = validity(keys, quality, {k: False for k in quality}, {k: False for k in quality})
+        # the default protocol's product from stored parts, as `eval judge-validity` makes it
+        judged = gated(link, [Judgement(k, p, p < 0.5, False) for k, p in relevance.items()])
+        stats = validity(
+            keys,
+            {j.key: j.quality for j in judged},
+            {j.key: j.worst for j in judged},
+            {j.key: j.best for j in judged},
+        )
         shown = ("acc_3v0", "acc_3v1", "acc_pairs", "acc_nogold", "acc_padding")
         result[name] = {k: stats[k] for k in (*shown, "n_padding", "mean_quality")} | {
             "ci": {k: v for k, v in stats["ci"].items() if k in shown}

@@ -32,6 +32,7 @@ from pathlib import Path
 from eval.runner import ANSWERS, SCORES
 from typed_rag.citations import check_citations, without_citations
 from typed_rag.finishing import cut_answer, first_sentences
+from typed_rag.store import read_jsonl
 
 
 def words(text: str) -> int:
@@ -53,12 +54,11 @@ def within_words(answer: str, budget: int) -> str:
 
 def budgets(run_dir: Path, method: str) -> dict[str, int]:
     """Words of ``method``'s answer per question id."""
-    out = {}
-    for line in (run_dir / ANSWERS).read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row.get("method") == method:
-            out[row["question_id"]] = words(row.get("answer") or "")
-    return out
+    return {
+        r["question_id"]: words(r.get("answer") or "")
+        for r in read_jsonl(run_dir / ANSWERS)
+        if r.get("method") == method
+    }
 
 
 def replay(

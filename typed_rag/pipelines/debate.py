@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from typed_rag.json_reply import (
     PlanError,
@@ -186,7 +186,7 @@ def mediator_messages(
     topic: str,
     responses: Sequence[tuple[str, str]],
     passages: Sequence[Numbered] = (),
-    labels: str = "responses",
+    labels: Literal["responses", "perspectives"] = "responses",
 ) -> Messages:
     """Summarise the perspectives' answers into a fair, balanced direct answer.
 
