@@ -36,6 +36,7 @@ from eval.labels import (
 from eval.manifest import scorer_name, write_manifest
 from eval.methods import parse_methods
 from eval.report import write_report
+from eval.routes import CLASSIFIED
 from eval.runner import RUN_LABELS, EvalRunner
 from eval.selection import select_questions
 from eval.splice import Classify, splice
@@ -144,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = eval_sub.add_parser(
         "splice",
         help="move a run to today's type-scoped method options (e.g. method.own_knowledge) "
-        "or eval.route (labels <-> labels-factoid), "
+        "or eval.route (labels, labels-factoid, labels-classifier), "
         "taking the affected answers from a run made with them",
     )
     p.add_argument("run_dir", type=Path, help="the run to move, e.g. results/wiki-nfqa/reranked")
@@ -343,7 +344,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_splice(args: argparse.Namespace, settings: Settings) -> int:
-    classify = _classify(settings) if settings.eval.route == "labels-factoid" else None
+    classify = _classify(settings) if settings.eval.route in CLASSIFIED else None
     record = splice(args.run_dir, args.source, args.method, settings, classify)
     print(
         f"{args.run_dir}: {args.method} answers of {', '.join(record['types'])}: "
@@ -354,7 +355,7 @@ def cmd_splice(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _classify(settings: Settings) -> Classify:
-    """The question-type classifier as ``eval.route=labels-factoid`` uses it."""
+    """The question-type classifier as the routes that read it (``eval.route``) use it."""
     from typed_rag.classifier import build_classifier
 
     classifier, threshold = build_classifier(settings), settings.classifier.min_confidence

@@ -18,9 +18,9 @@ from eval.linkage import LinkageItem, LinkageScorer, build_references
 from eval.linkage_prob import LinkageProbScorer
 from eval.methods import answerer_for, mode_of
 from eval.resume import error_row, run_key
+from eval.routes import CLASSIFIED, label_route
 from eval.wikinfqa import WikiNFQARecord
 from typed_rag.citations import without_citations
-from typed_rag.types import QuestionType
 
 log = logging.getLogger("eval.runner")  # named as before the split, so log lines read the same
 
@@ -176,18 +176,13 @@ async def forced_types(
     route: str,
 ) -> list[str] | None:
     """The type each typed-rag answer is forced to under ``eval.route`` (None: the
-    classifier routes): the labels, or the labels with the questions the classifier is
-    confident are FACTOID sent to the factoid route ("labels-factoid")."""
+    classifier routes): the labels, or with ``labels-factoid`` / ``labels-classifier`` the
+    labels overruled where the classifier is confident (:func:`eval.routes.label_route`)."""
     types = routed_types(chunk, method, labels) if route != "classifier" else None
-    if route != "labels-factoid" or types is None:
+    if route not in CLASSIFIED or types is None:
         return types
     predictions = await answerer.classify([r.question for r in chunk])
-    return [
-        QuestionType.FACTOID.value
-        if p is not None and p.confident and p.type is QuestionType.FACTOID
-        else t
-        for t, p in zip(types, predictions, strict=True)
-    ]
+    return [label_route(t, p, route) for t, p in zip(types, predictions, strict=True)]
 
 
 def scorer_protocol(scorer: LinkageScorer | LinkageProbScorer) -> str:

@@ -9,8 +9,8 @@ next ``eval run`` answers them, and the run's fingerprint moves to the new optio
 keeps growing under them. ``run.json`` records every splice, and the rows it replaced or
 removed are kept under ``spliced/<n>/``.
 
-A run can move between ``eval.route=labels`` and ``labels-factoid`` the same way: the
-questions whose route changes (the classifier is confident they are FACTOID) are the
+A run can move between ``eval.route=labels``, ``labels-factoid`` and ``labels-classifier``
+the same way: the questions whose route changes (:func:`eval.routes.label_route`) are the
 affected ones, together with those whose route a changed option acts on.
 
 An option that acts on every type (``method.drop_echo``) affects every answer of the method:
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from eval.manifest import _diff, filled, git_commit, read_manifest, save_manifest
+from eval.routes import CLASSIFIED, label_route
 from eval.runner import ANSWERS, SCORES
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
 from typed_rag.store import read_jsonl, rewrite_jsonl
-from typed_rag.types import QuestionType
 
 Classify = Callable[[Sequence[str]], Sequence[TypePrediction | None]]
 # Fingerprint keys a splice may change: the method options and how typed-rag is routed.
@@ -118,14 +118,11 @@ def new_routes(rows: list[dict[str, Any]], route: str, classify: Classify | None
     """The route each answered question takes under ``eval.route``, by question id."""
     if route == "labels":
         return {r["question_id"]: str(r.get("type")) for r in rows}
-    if route != "labels-factoid" or classify is None:
+    if route not in CLASSIFIED or classify is None:
         raise UserError(f"eval splice cannot move a run to eval.route={route}")
     predictions = classify([r["question"] for r in rows])
-    factoid = QuestionType.FACTOID
     return {
-        r["question_id"]: factoid.value
-        if p is not None and p.confident and p.type is factoid
-        else str(r.get("type"))
+        r["question_id"]: label_route(str(r.get("type")), p, route)
         for r, p in zip(rows, predictions, strict=True)
     }
 
@@ -138,7 +135,7 @@ def splice(
     classify: Classify | None = None,
 ) -> dict[str, Any]:
     """Give ``run_dir`` the method options and ``eval.route`` of ``settings``, carrying over
-    what still holds; ``classify`` routes questions for ``eval.route=labels-factoid``.
+    what still holds; ``classify`` routes questions for the routes that read the classifier.
 
     Returns the splice record written to ``run.json`` (types, rows taken, rows removed).
     """

@@ -337,8 +337,10 @@ class EvalSettings(BaseModel):
     # protocol; a per-type row is exactly that pipeline), "classifier" routes as the
     # server does (all eight labels: a factual question goes to the factoid pipeline),
     # "labels-factoid" follows the labels except where the classifier is confident the
-    # question is FACTOID (Wiki-NFQA's questions come from factoid datasets).
-    route: Literal["labels", "classifier", "labels-factoid"] = "labels"
+    # question is FACTOID (Wiki-NFQA's questions come from factoid datasets);
+    # "labels-classifier" also where it is confident of a typed type (the server's
+    # pipeline for that question). eval/routes.py has the rule.
+    route: Literal["labels", "classifier", "labels-factoid", "labels-classifier"] = "labels"
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.
     coverage_max_tokens: int = 512

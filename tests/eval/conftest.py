@@ -92,11 +92,22 @@ class StandInAnswerer:
         return view
 
     async def classify(self, questions: Sequence[str]) -> list[TypePrediction | None]:
-        """FACTOID (confident) for questions starting "what", else no prediction."""
+        """FACTOID (confident) for questions starting "what", REASON (confident) for "why",
+        INSTRUCTION (unsure) for "how to", else no prediction."""
+        rules = (
+            ("what", QuestionType.FACTOID, True),
+            ("why", QuestionType.REASON, True),
+            ("how to", QuestionType.INSTRUCTION, False),
+        )
         return [
-            TypePrediction(QuestionType.FACTOID, {"FACTOID": 0.9})
-            if q.lower().startswith("what")
-            else None
+            next(
+                (
+                    TypePrediction(t, {t.value: 0.9 if sure else 0.3}, confident=sure)
+                    for start, t, sure in rules
+                    if q.lower().startswith(start)
+                ),
+                None,
+            )
             for q in questions
         ]
 

@@ -258,6 +258,24 @@ async def test_route_labels_factoid_sends_only_confident_factoid_questions_to_th
     assert all(r["type"] == "DEBATE" for r in rows.values())
 
 
+async def test_route_labels_classifier_follows_the_confident_classifier_over_the_labels(
+    eval_settings: Settings, tmp_path: Path
+) -> None:
+    """``eval.route="labels-classifier"``: a confident FACTOID or typed prediction routes
+    the question as the server would; an unsure or missing one leaves the label's route."""
+    records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
+    eval_settings.eval.route = "labels-classifier"
+    runner, answerer = labelled_runner(eval_settings, tmp_path / "run", records, ["DEBATE"] * 5)
+    await runner.run(records, ["typed-rag"])
+    # why -> REASON, how to (unsure) -> DEBATE, what -> FACTOID, is ... (none) -> DEBATE.
+    expected = ["REASON", "DEBATE", "FACTOID", "DEBATE", "REASON"]
+    assert [r.question for r in records][1].startswith("how to")
+    assert answerer.forced == expected
+    rows = {r["question_id"]: r for r in lines(tmp_path / "run" / ANSWERS)}
+    assert [rows[r.question_id]["route"] for r in records] == expected
+    assert all(r["type"] == "DEBATE" for r in rows.values())
+
+
 METHODS_RUN = "rag,typed-rag,typed-rag@paper,typed-rag@improved"
 
 

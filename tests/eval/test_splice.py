@@ -220,3 +220,21 @@ def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
         1,
     )
     assert (record["route_before"], record["route"]) == ("labels", "labels-factoid")
+
+
+def test_new_routes_under_labels_classifier_take_confident_typed_predictions() -> None:
+    """Moving a run to ``eval.route=labels-classifier``: a question changes route where the
+    classifier is confident of FACTOID or a typed type, and keeps its label otherwise."""
+    from eval.splice import new_routes
+    from typed_rag.classifier.base import TypePrediction
+    from typed_rag.types import QuestionType as Q
+
+    predicted = {
+        "why": TypePrediction(Q.REASON, {}),
+        "what": TypePrediction(Q.FACTOID, {}),
+        "plain": TypePrediction(Q.EVIDENCE_BASED, {}),
+        "unsure": TypePrediction(Q.INSTRUCTION, {}, confident=False),
+    }
+    rows = [{"question_id": q, "question": q, "type": "DEBATE"} for q in predicted]
+    routes = new_routes(rows, "labels-classifier", lambda qs: [predicted[q] for q in qs])
+    assert routes == {"why": "REASON", "what": "FACTOID", "plain": "DEBATE", "unsure": "DEBATE"}
