@@ -91,13 +91,18 @@ _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 # One or more adjacent citation groups ("[2]", "[2][3]").
 _GROUPS = f"(?:{CITATION_GROUP.pattern})+"
-# "... rises. [2] Next ...": the group after a full stop cites the sentence before it.
-_AFTER_END = re.compile(r"([.!?])([\"')*]*)[ \t]+(" + _GROUPS + r")(?=[ \t]+\S)")
+# "... rises. [2] Next ..." (or at the line's end): the group after a full stop cites the
+# sentence before it.
+_AFTER_END = re.compile(
+    r"([.!?])([\"')*]*)[ \t]+(" + _GROUPS + r")(?=[ \t]+\S|[ \t]*$)", re.MULTILINE
+)
+# The same group again right after itself ("dried [1] [1].", from a group moved in).
+_REPEATED = re.compile(r"(\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])(?:[ \t]*\1)+")
 # A list marker or bold opening before a sentence's first word.
 _LEAD = re.compile(rf"\s*(?:{_LIST_MARKER.pattern}\s+)?(?:\*\*)?\s*")
-# A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]".
+# A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]", "[1]".
 _LABEL_LINE = re.compile(
-    r"\s*(?:[-*\u2022]\s*)?(?:\*\*)?(?:references?|citations?|sources?)\b[\s:*]*"
+    r"\s*(?:[-*\u2022]\s*)?(?:\*\*)?(?:(?:references?|citations?|sources?)\b[\s:*]*)?"
     + _GROUPS
     + r"[\s.]*",
     re.IGNORECASE,
@@ -175,7 +180,9 @@ def attach_citations(
     :func:`strip_invalid`. Two layouts of the small model are read as it meant them: a
     group after a full stop ("rises. [2] Next") moves into the sentence it cites
     ("rises [2]. Next"), and a line that only points at passages ("- **Reference:** [1]")
-    is removed, since it states nothing a reader could check.
+    (or "[1]" alone) is removed, since it states nothing a reader could check, unless the
+    paragraph above it cites nothing: then its groups cite that paragraph's last sentence.
+    A group repeated right after itself ("dried [1] [1].") is written once.
 
     With ``floor_share``, an answer left citing no shown passage cites its one best
     match, the sentence and passage sharing the largest share of its words, when that
@@ -200,18 +207,26 @@ def attach_citations(
             return False
         return not check_specifics or needs <= named[number]
 
-    def cite(sentence: str, number: int) -> str:
+    def cite(sentence: str, number: int | str) -> str:
+        """``sentence`` citing ``number`` (or a run of groups) before its end punctuation."""
         m = _TRAILING_PUNCT.search(sentence)
         assert m is not None  # the pattern matches the empty end of any string
-        return f"{sentence[: m.start()]} [{number}]{m.group(1)}{m.group(2)}"
+        groups = number if isinstance(number, str) else f"[{number}]"
+        return f"{sentence[: m.start()]} {groups}{m.group(1)}{m.group(2)}"
 
-    answer = _AFTER_END.sub(_into_sentence_before, answer)
-    lines = []
+    answer = _REPEATED.sub(r"\1", _AFTER_END.sub(_into_sentence_before, answer))
+    lines: list[list[str]] = []
     for line in answer.split("\n"):
-        if _LABEL_LINE.fullmatch(line):
-            dropped += cited_numbers(line)
-        else:
+        if not _LABEL_LINE.fullmatch(line):
             lines.append(_SPLIT_KEEP.split(line))
+            continue
+        written = [pieces for pieces in lines if "".join(pieces).strip()]
+        if written and not CITATION_GROUP.search("".join(written[-1])):
+            # The references under a paragraph that cites nothing are its citations.
+            groups = "".join(m.group(0) for m in CITATION_GROUP.finditer(line))
+            written[-1][-1] = cite(written[-1][-1], groups)
+        else:
+            dropped += cited_numbers(line)
     # The best uncited match: (share, line, piece, number), for ``floor_share``.
     best: tuple[float, int, int, int] | None = None
     for li, pieces in enumerate(lines):

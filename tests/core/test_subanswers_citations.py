@@ -311,6 +311,29 @@ def test_lines_that_only_point_at_passages_are_removed() -> None:
     assert recited.dropped == [1, 1, 3]
 
 
+def test_a_group_repeated_after_the_full_stop_or_on_its_own_line_is_written_once() -> None:
+    """The small model's stray duplicates: "dried [3]. [3]" at a line's end and a bare
+    "[3]" line after the answer; a different number after the stop still moves in."""
+    passages = _coffee_and_tea()
+    answer = (
+        "Green tea leaves are steamed and dried [3]. [3]\n"
+        "Green tea leaves are rolled and dried. [3][3]\n\n[3]"
+    )
+    recited = attach_citations(answer, passages, 0.5)
+    assert recited.answer == (
+        "Green tea leaves are steamed and dried [3].\nGreen tea leaves are rolled and dried [3].\n"
+    )
+    assert recited.added == [] and recited.dropped == [3]
+    moved = attach_citations("Green tea leaves are steamed and dried [3]. [1]", passages, 0.0)
+    assert moved.answer == "Green tea leaves are steamed and dried [3] [1]."
+    listed = "1. [3]\n2. Green tea leaves are steamed and dried [3]."
+    assert attach_citations(listed, passages, 0.5).answer == listed
+    # Under a paragraph that cites nothing, a reference line is its citation.
+    bare = attach_citations("Green tea leaves are steamed.\n\n[3][1]\nSources: [2]", passages, 1.0)
+    assert bare.answer == "Green tea leaves are steamed [3][1].\n"
+    assert bare.dropped == [2]
+
+
 def test_without_citations_removes_every_group_and_the_space_before_punctuation() -> None:
     from typed_rag.citations import without_citations
 
