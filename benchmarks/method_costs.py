@@ -83,8 +83,7 @@ CHANGES: tuple[Change, ...] = (
            "method.sub_query_style=paraphrase", "off",
            f"{M}/sub-query-style/fresh-paraphrase:typed-rag",
            f"{M}/sub-query-style/fresh-base:typed-rag", None,
-           (f"{M}/sub-query-style/headline:typed-rag|results/wiki-nfqa/reranked:typed-rag",
-            "all")),
+           (f"{M}/sub-query-style/headline-vs-typed-rag.json", "all")),
     Change("two sub-queries instead of three (REASON; fresh questions)",
            "method.max_sub_queries=2", "off", f"{M}/sub-query-style/fresh-two:typed-rag",
            f"{M}/sub-query-style/fresh-base:typed-rag"),
@@ -135,8 +134,14 @@ CHANGES: tuple[Change, ...] = (
            f"{M}/core-sub-questions/compare/m4-vs-base.json"),
     Change("the mediator's perspectives by name, not numbered (headline DEBATE route)",
            "method.mediator_labels=perspectives", "off",
-           f"{M}/mediator-labels/debate:typed-rag", "results/wiki-nfqa/reranked:typed-rag",
+           f"{M}/mediator-labels/debate:typed-rag", f"{M}/mediator-labels/base:typed-rag",
            f"{M}/mediator-labels/vs-typed-rag.json"),
+    Change("the classifier's confident typed route over the label (headline, 20 rerouted)",
+           "eval.route=labels-classifier", "headline route",
+           f"{M}/classifier-route/headline:typed-rag",
+           f"{M}/classifier-route/labels-factoid:typed-rag",
+           f"{M}/classifier-route/headline-vs-typed-rag.json",
+           (f"{M}/classifier-route/all-vs-labels-factoid.json", "all")),
 )  # fmt: skip
 
 
