@@ -60,6 +60,7 @@ class MethodOptions(BaseModel):
     own_knowledge: Literal["off", "allow", "draft", "draft-cite"] = "off"
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     draft_query: bool = False
+    draft_sub_query: bool = False
     factoid_brief: bool = False
     factoid_sentences: int | None = Field(None, ge=1, le=10)
     factoid_guidance: bool = False
@@ -139,6 +140,11 @@ class MethodSettings(BaseModel):
     # plus the draft's first words, so the passages shown are the ones that can confirm or
     # correct the draft (query2doc / RARR). No extra call: the draft is written anyway.
     draft_query: bool | None = None
+    # REASON / INSTRUCTION, when their type gets a draft: the draft is written before
+    # retrieval and the question plus its first words is searched as one more sub-query.
+    # A multi-hop question ("Why did Roncalli leave the city where the creator of Flora
+    # died?") names neither bridge (Titian, Venice); the draft from memory often does.
+    draft_sub_query: bool | None = None
     # The factoid route's final prompt asks for a brief answer (the answer first, in one
     # to three sentences): its answers ran to twice the closed-book draft's length, and a
     # small model that goes on to reason step by step contradicts its own first sentence.

@@ -626,6 +626,37 @@ async def test_draft_query_searches_the_question_with_its_draft_written_once(
     assert retriever.searches[0][0] == [Q]
 
 
+@pytest.mark.parametrize("on", [False, True])
+async def test_draft_sub_query_adds_the_question_with_its_draft_as_one_more_sub_query(
+    make_rag, settings, retriever, on
+) -> None:
+    """REASON with its draft: ``draft_sub_query`` writes the draft before retrieval and
+    searches the question plus the draft's first words after the planned sub-queries; the
+    draft is still written once and still reaches the final prompt. The factoid route does
+    not search with its draft unless ``draft_query`` says so."""
+    set_method(settings, own_knowledge="draft", draft_sub_query=on)
+    closed_book = llm_messages(Q)[-1]["content"]
+    draft = "Chlorophyll breaks down in autumn, revealing carotenoids. " + "More words. " * 40
+
+    def answer(req: ChatRequest) -> str:
+        return draft if user_text(req) == closed_book else "Final [1]."
+
+    rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}, answer))
+    result = await rag.answer(Q, force_type=T.REASON)
+    searched = [q for queries, _ in retriever.searches for q in queries]
+    assert [c.step for c in result.calls].count("draft") == 1
+    assert "Chlorophyll breaks down" in user_text(final_request(engine))
+    if on:
+        assert searched[-1] == result.plan["draft_query"]
+        assert searched[-1].startswith(Q + " Chlorophyll breaks down")
+        assert searched[:-1] == SUBS and len(result.sub_answers) == len(SUBS) + 1
+    else:
+        assert searched == SUBS and "draft_query" not in result.plan
+    retriever.searches.clear()
+    await rag.answer(Q, force_type=T.FACTOID)
+    assert retriever.searches[0][0] == [Q]
+
+
 async def test_plain_types_get_no_shape(make_rag, settings) -> None:
     set_method(settings, answer_shapes=True)
     rag, engine = make_rag()

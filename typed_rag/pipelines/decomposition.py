@@ -16,7 +16,14 @@ from typed_rag.json_reply import extract_json, lookup, only_list, string_list
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
-from typed_rag.pipelines.grounding import anchor_queries, combine, options, searches_question
+from typed_rag.pipelines.grounding import (
+    anchor_queries,
+    combine,
+    draft_first,
+    draft_query,
+    options,
+    searches_question,
+)
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.types import QuestionType
 
@@ -205,6 +212,9 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     queries = anchor_queries(ctx, plan.sub_queries)
     if searches_question(ctx, queries):
         queries = [ctx.question, *queries]
+    if draft := await draft_first(ctx, opts.draft_sub_query):
+        queries.append(draft_query(ctx.question, draft))
+        ctx.result.plan["draft_query"] = queries[-1]
     subs = await answer_sub_queries(ctx, queries)
     return await combine(
         ctx,

@@ -81,10 +81,11 @@ def own_knowledge(ctx: Context) -> str:
     return opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
 
 
-async def draft_first(ctx: Context) -> str:
-    """The closed-book draft before retrieval, when ``method.draft_query`` asks for it and
-    this question gets a draft; "" otherwise (the draft, if any, then comes later)."""
-    if not options(ctx).draft_query or own_knowledge(ctx) not in ("draft", "draft-cite"):
+async def draft_first(ctx: Context, wanted: bool) -> str:
+    """The closed-book draft before retrieval, when ``wanted`` (``method.draft_query`` on the
+    factoid route, ``method.draft_sub_query`` for decomposed types) and this question gets
+    a draft; "" otherwise (the draft, if any, then comes later)."""
+    if not wanted or own_knowledge(ctx) not in ("draft", "draft-cite"):
         return ""
     return await closed_book_draft(ctx)
 

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
-from typed_rag.pipelines.grounding import draft_first, draft_query, guide, with_own_knowledge
+from typed_rag.pipelines.grounding import (
+    draft_first,
+    draft_query,
+    guide,
+    options,
+    with_own_knowledge,
+)
 from typed_rag.pipelines.prompting import (
     FACTOID_BRIEF,
     llm_messages,
@@ -55,7 +61,7 @@ async def prepare_factoid(ctx: Context) -> Final:
     query2doc's expansion), at no extra engine call. With ``method.factoid_brief`` the
     answer is asked to be one to three sentences, the answer first; with
     ``method.factoid_guidance`` it gets the typed pipelines' final-answer guidance."""
-    draft = await draft_first(ctx)
+    draft = await draft_first(ctx, options(ctx).draft_query)
     query = draft_query(ctx.question, draft) if draft else None
     if query:
         ctx.result.plan["draft_query"] = query
