@@ -224,7 +224,9 @@ def attach_citations(
         if written and not CITATION_GROUP.search("".join(written[-1])):
             # The references under a paragraph that cites nothing are its citations.
             groups = "".join(m.group(0) for m in CITATION_GROUP.finditer(line))
-            written[-1][-1] = cite(written[-1][-1], groups)
+            last = written[-1]
+            i = max(j for j in range(0, len(last), 2) if last[j].strip())
+            last[i] = cite(last[i], groups)
         else:
             dropped += cited_numbers(line)
     # The best uncited match: (share, line, piece, number), for ``floor_share``.

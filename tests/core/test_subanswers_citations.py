@@ -332,6 +332,8 @@ def test_a_group_repeated_after_the_full_stop_or_on_its_own_line_is_written_once
     bare = attach_citations("Green tea leaves are steamed.\n\n[3][1]\nSources: [2]", passages, 1.0)
     assert bare.answer == "Green tea leaves are steamed [3][1].\n"
     assert bare.dropped == [2]
+    spaced = attach_citations("Green tea leaves are steamed. \n[3]", passages, 1.0)
+    assert spaced.answer == "Green tea leaves are steamed [3]. "
 
 
 def test_without_citations_removes_every_group_and_the_space_before_punctuation() -> None:
