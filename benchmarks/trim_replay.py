@@ -1,4 +1,5 @@
-"""``method.trim_cut_off`` (with ``method.drop_echo`` and ``method.factoid_sentences``)
+"""``method.trim_cut_off`` (with ``method.drop_echo``, ``method.drop_draft_talk`` and
+``method.factoid_sentences``)
 replayed on the answers of an ``eval run`` directory.
 
 Each cuts a finished answer, so the run's answers need not be generated again: this copies a
@@ -15,6 +16,7 @@ pairs the two.
     python -m benchmarks.trim_replay results/wiki-nfqa/reranked --out results/method/trim/reranked
     python -m benchmarks.trim_replay RUN --factoid-sentences 2 --out DIR
     python -m benchmarks.trim_replay RUN --drop-echo --out DIR
+    python -m benchmarks.trim_replay RUN --drop-draft-talk --out DIR
 
 ``--match-length rag`` is a probe of the judge, not a method: each answer is cut to its
 longest run of whole sentences no longer (in words the judge reads) than the named method's
@@ -68,6 +70,7 @@ def replay(
     factoid_sentences: int | None = None,
     drop_echo: bool = False,
     match_length: str | None = None,
+    drop_draft_talk: bool = False,
 ) -> tuple[int, int]:
     """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`; with
     ``match_length`` also :func:`within_words` that method's answer) and the unchanged
@@ -91,11 +94,12 @@ def replay(
                 drop_echo=drop_echo,
                 cut_off=result.get("finish_reason") == "length",
                 sentences=factoid_sentences if factoid else None,
+                draft_talk=drop_draft_talk and "draft" in (result.get("plan") or {}),
             )
             text = cut.answer
             if row["question_id"] in budget:
                 text = within_words(text, budget[row["question_id"]])
-            for flag in ("unechoed", "trimmed", "shortened"):
+            for flag in ("unechoed", "undrafted", "trimmed", "shortened"):
                 if getattr(cut, flag):
                     result[flag] = True
             if text != row["answer"]:
@@ -131,6 +135,11 @@ def main() -> None:
     )
     parser.add_argument("--drop-echo", action="store_true", help="also drop copied prompt sections")
     parser.add_argument(
+        "--drop-draft-talk",
+        action="store_true",
+        help="also drop the sentences about the draft answer of answers written from a draft",
+    )
+    parser.add_argument(
         "--match-length",
         metavar="METHOD",
         help="also cut each answer to whole sentences no longer than METHOD's answer (a judge probe)",
@@ -140,7 +149,13 @@ def main() -> None:
         raise SystemExit(f"--factoid-sentences must be 1 or more, got {args.factoid_sentences}")
     methods = {m.strip() for m in args.methods.split(",") if m.strip()}
     answers, changed = replay(
-        args.run_dir, args.out, methods, args.factoid_sentences, args.drop_echo, args.match_length
+        args.run_dir,
+        args.out,
+        methods,
+        args.factoid_sentences,
+        args.drop_echo,
+        args.match_length,
+        args.drop_draft_talk,
     )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 

@@ -37,21 +37,50 @@ def first_sentences(answer: str, n: int) -> str:
     return answer[: ends[n - 1].end()].rstrip() if len(ends) > n else answer
 
 
+# A sentence about the closed-book draft, which the user never sees.
+_DRAFT_TALK = re.compile(r"\bdraft (?:answer|response)s?\b", re.IGNORECASE)
+
+
+def drop_draft_talk(answer: str) -> str:
+    """``answer`` without the sentences (or list items) that talk about "the draft answer";
+    unchanged when every sentence does."""
+    starts = [0]
+    starts += [
+        m.end()
+        for m in _SENTENCE_END.finditer(answer)
+        if not _LIST_MARKER.search(answer, 0, m.start())
+    ]
+    pieces = [answer[a:b] for a, b in zip(starts, [*starts[1:], len(answer)], strict=True)]
+    kept = [p for p in pieces if not _DRAFT_TALK.search(p)]
+    if len(kept) == len(pieces) or not "".join(kept).strip():
+        return answer
+    return re.sub(r"[ \t]+\n", "\n", "".join(kept)).strip()
+
+
 @dataclass
 class Cut:
     """A finished answer after :func:`cut_answer`, and which cuts changed it."""
 
     answer: str
     unechoed: bool = False
+    undrafted: bool = False
     trimmed: bool = False
     shortened: bool = False
 
 
-def cut_answer(answer: str, *, drop_echo: bool, cut_off: bool, sentences: int | None = None) -> Cut:
+def cut_answer(
+    answer: str,
+    *,
+    drop_echo: bool,
+    cut_off: bool,
+    sentences: int | None = None,
+    draft_talk: bool = False,
+) -> Cut:
     """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
-    complete sentence, then only the first ``sentences`` kept. One function, so that
-    ``benchmarks.trim_replay`` cuts stored answers exactly as the pipeline does."""
+    complete sentence, sentences about the draft dropped (``draft_talk``), then only the
+    first ``sentences`` kept. One function, so that ``benchmarks.trim_replay`` cuts stored
+    answers exactly as the pipeline does."""
     cut = Cut(answer)
     if drop_echo:
         cut.answer = drop_prompt_echo(answer)
@@ -59,6 +88,9 @@ def cut_answer(answer: str, *, drop_echo: bool, cut_off: bool, sentences: int | 
     if cut_off and answer.rstrip().endswith(cut.answer):  # not when the echo took the end
         trimmed = trim_to_sentence(cut.answer)
         cut.trimmed, cut.answer = trimmed != cut.answer, trimmed
+    if draft_talk:
+        undrafted = drop_draft_talk(cut.answer)
+        cut.undrafted, cut.answer = undrafted != cut.answer, undrafted
     if sentences:
         short = first_sentences(cut.answer, sentences)
         cut.shortened, cut.answer = short != cut.answer, short
@@ -72,8 +104,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.strip_invalid_citations`` a typed-rag answer loses invalid numbers, with
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
-    as ``method.drop_echo``, ``method.trim_cut_off`` and (factoid route)
-    ``method.factoid_sentences`` say.
+    as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk`` and
+    (factoid route) ``method.factoid_sentences`` say.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -98,9 +130,11 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             drop_echo=opts.drop_echo,
             cut_off=opts.trim_cut_off and result.finish_reason == "length",
             sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
+            draft_talk=opts.drop_draft_talk and "draft" in result.plan,
         )
         result.answer = cut.answer
         result.unechoed, result.trimmed, result.shortened = cut.unechoed, cut.trimmed, cut.shortened
+        result.undrafted = cut.undrafted
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

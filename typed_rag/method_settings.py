@@ -65,6 +65,7 @@ class MethodOptions(BaseModel):
     factoid_sentences: int | None = Field(None, ge=1, le=10)
     factoid_guidance: bool = False
     drop_echo: bool = False
+    drop_draft_talk: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -167,6 +168,10 @@ class MethodSettings(BaseModel):
     # distinct stored answers it changes: +0.060 MRR [+0.023, +0.094], 21 better
     # (results/method/drop-echo).
     drop_echo: bool | None = None
+    # A typed-rag answer written from a closed-book draft loses its sentences about "the
+    # draft answer" ("The draft answer was incorrect."), which the user never saw (trace:
+    # ``undrafted``; not a streamed answer).
+    drop_draft_talk: bool | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

@@ -65,6 +65,8 @@ class Result(BaseModel):
     shortened: bool = False
     # Prompt sections copied into the answer were dropped (method.drop_echo).
     unechoed: bool = False
+    # Sentences about "the draft answer" were dropped (method.drop_draft_talk).
+    undrafted: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

@@ -560,6 +560,41 @@ def test_cut_answer_trims_only_an_end_the_echo_left() -> None:
     assert off.answer == f"{ANSWER}\n\n{GUIDANCE_ECHO}" and not off.unechoed
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The draft answer was incorrect. It is the crust [1].", "It is the crust [1]."),
+        (
+            "It is the crust [1].\n\nThe draft answer is consistent with it [1]. Rock [2].",
+            "It is the crust [1]. Rock [2].",
+        ),
+        ("Steps:\n1. Dig [1].\n- The draft answers were checked.\n2. Sift.", None),
+        ("Only men register for the draft [1]. It held [2].", None),  # the word, not the draft
+        ("The draft answer is correct.", None),  # nothing would be left
+    ],
+)
+def test_drop_draft_talk(text: str, expected: str | None) -> None:
+    from typed_rag.finishing import drop_draft_talk
+
+    if text.startswith("Steps"):
+        expected = "Steps:\n1. Dig [1].\n2. Sift."
+    assert drop_draft_talk(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize("drop", [False, True])
+async def test_drop_draft_talk_cuts_answers_written_from_a_draft(make_rag, settings, drop) -> None:
+    set_method(settings, own_knowledge="draft", drop_draft_talk=drop)
+    settings.method = settings.method.model_validate(
+        {**settings.method.model_dump(), "own_knowledge_types": "REASON"}
+    )
+    text = f"{ANSWER} The draft answer was right."
+    rag, _ = make_rag(scripted_responder({"sub_query_plan": PLAN}, lambda req: text))
+    reason = await rag.answer(Q, force_type=T.REASON)
+    assert reason.answer == (ANSWER if drop else text) and reason.undrafted is drop
+    debate = await rag.answer(Q, force_type=T.DEBATE)  # no draft: nothing to talk about
+    assert "The draft answer" in debate.answer and not debate.undrafted
+
+
 @pytest.mark.parametrize("drop", [False, True])
 async def test_drop_echo_cuts_typed_answers_only(make_rag, settings, drop) -> None:
     set_method(settings, drop_echo=drop)

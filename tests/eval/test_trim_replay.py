@@ -104,3 +104,20 @@ def test_match_length_cuts_to_the_other_methods_word_count(tmp_path: Path) -> No
         "q3": three,
     }
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q3"]
+
+
+def test_replay_drops_draft_talk_only_from_answers_written_from_a_draft(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    answers = [_row("typed-rag", "q1", "FACTOID"), _row("typed-rag", "q2", "DEBATE")]
+    answers[0]["result"]["plan"] = {"draft": "The crust."}
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_draft_talk=True) == (2, 1)
+
+    out = _read(tmp_path / "out/answers.jsonl")
+    assert out[0]["answer"] == "It is the crust [1]." and out[0]["result"]["undrafted"]
+    assert out[0]["result"]["citations"] == [1]
+    assert out[1]["answer"] == LONG  # no draft: a sentence about "the draft" is the model's
+    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
