@@ -44,6 +44,9 @@ METHOD_PROFILES["fast"] = {
     "grounded_aggregation": False,
     "own_knowledge": "draft",
     "own_knowledge_types": ["REASON", "FACTOID"],
+    # The user never sees the draft, so an answer's sentences about it go (measured on the
+    # headline: 6 of 382 answers changed, +0.000 [-0.002, +0.003], results/method/draft-talk).
+    "drop_draft_talk": True,
 }
 
 
