@@ -18,22 +18,24 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
 _LIST_MARKER = re.compile(r"(?:^|\n)[ \t]*\d{1,2}$")
 
 
+def _sentence_ends(answer: str) -> list[re.Match[str]]:
+    """The sentence ends of ``answer`` in order; a list marker ("3.") is not one."""
+    return [
+        m for m in _SENTENCE_END.finditer(answer) if not _LIST_MARKER.search(answer, 0, m.start())
+    ]
+
+
 def trim_to_sentence(answer: str) -> str:
     """``answer`` up to the end of its last complete sentence (with that sentence's
-    citations); unchanged when it has none, so a cut-off answer never ends mid-word.
-    A list marker ("3.") is not a sentence end."""
-    for m in reversed(list(_SENTENCE_END.finditer(answer))):
-        if not _LIST_MARKER.search(answer, 0, m.start()):
-            return answer[: m.end()].rstrip()
-    return answer
+    citations); unchanged when it has none, so a cut-off answer never ends mid-word."""
+    ends = _sentence_ends(answer)
+    return answer[: ends[-1].end()].rstrip() if ends else answer
 
 
 def first_sentences(answer: str, n: int) -> str:
     """``answer`` up to the end of its ``n``-th sentence (with its citations); unchanged
-    when it has no more than ``n``. A list marker ("3.") is not a sentence end."""
-    ends = [
-        m for m in _SENTENCE_END.finditer(answer) if not _LIST_MARKER.search(answer, 0, m.start())
-    ]
+    when it has no more than ``n``."""
+    ends = _sentence_ends(answer)
     return answer[: ends[n - 1].end()].rstrip() if len(ends) > n else answer
 
 
@@ -44,12 +46,7 @@ _DRAFT_TALK = re.compile(r"\bdraft (?:answer|response)s?\b", re.IGNORECASE)
 def drop_draft_talk(answer: str) -> str:
     """``answer`` without the sentences (or list items) that talk about "the draft answer";
     unchanged when every sentence does."""
-    starts = [0]
-    starts += [
-        m.end()
-        for m in _SENTENCE_END.finditer(answer)
-        if not _LIST_MARKER.search(answer, 0, m.start())
-    ]
+    starts = [0, *(m.end() for m in _sentence_ends(answer))]
     pieces = [answer[a:b] for a, b in zip(starts, [*starts[1:], len(answer)], strict=True)]
     kept = [p for p in pieces if not _DRAFT_TALK.search(p)]
     if len(kept) == len(pieces) or not "".join(kept).strip():

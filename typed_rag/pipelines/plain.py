@@ -61,12 +61,12 @@ async def prepare_factoid(ctx: Context) -> Final:
     query2doc's expansion), at no extra engine call. With ``method.factoid_brief`` the
     answer is asked to be one to three sentences, the answer first; with
     ``method.factoid_guidance`` it gets the typed pipelines' final-answer guidance."""
-    draft = await draft_first(ctx, options(ctx).draft_query)
+    opts = options(ctx)
+    draft = await draft_first(ctx, opts.draft_query)
     query = draft_query(ctx.question, draft) if draft else None
     if query:
         ctx.result.plan["draft_query"] = query
     final = await prepare_rag(ctx, query)
-    opts = ctx.settings.method.options()
     brief = [FACTOID_BRIEF] if opts.factoid_brief else []
     if opts.factoid_guidance:
         return Final(final.step, await guide(ctx, final.messages, brief))
