@@ -97,7 +97,7 @@ _AFTER_END = re.compile(
     r"([.!?])([\"')*]*)[ \t]+(" + _GROUPS + r")(?=[ \t]+\S|[ \t]*$)", re.MULTILINE
 )
 # The same group again right after itself ("dried [1] [1].", from a group moved in).
-_REPEATED = re.compile(r"(\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])(?:[ \t]*\1)+")
+_REPEATED = re.compile(rf"(?P<group>{CITATION_GROUP.pattern})(?:[ \t]*(?P=group))+")
 # A list marker or bold opening before a sentence's first word.
 _LEAD = re.compile(rf"\s*(?:{_LIST_MARKER.pattern}\s+)?(?:\*\*)?\s*")
 # A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]", "[1]".
@@ -214,7 +214,7 @@ def attach_citations(
         groups = number if isinstance(number, str) else f"[{number}]"
         return f"{sentence[: m.start()]} {groups}{m.group(1)}{m.group(2)}"
 
-    answer = _REPEATED.sub(r"\1", _AFTER_END.sub(_into_sentence_before, answer))
+    answer = _REPEATED.sub(r"\g<group>", _AFTER_END.sub(_into_sentence_before, answer))
     lines: list[list[str]] = []
     for line in answer.split("\n"):
         if not _LABEL_LINE.fullmatch(line):
