@@ -64,6 +64,7 @@ class MethodOptions(BaseModel):
     own_knowledge_types: list[str] = Field(default_factory=lambda: list(TYPED_TYPES))
     draft_query: bool = False
     draft_sub_query: bool = False
+    resolve_hops: bool = False
     factoid_brief: bool = False
     factoid_sentences: int | None = Field(None, ge=1, le=10)
     factoid_guidance: bool = False
@@ -149,6 +150,11 @@ class MethodSettings(BaseModel):
     # A multi-hop question ("Why did Roncalli leave the city where the creator of Flora
     # died?") names neither bridge (Titian, Venice); the draft from memory often does.
     draft_sub_query: bool | None = None
+    # REASON and INSTRUCTION: a question that names its subject only through a chain of
+    # descriptions ("the city where the creator of Flora died") is first written as a chain
+    # of simple questions; each link but the last is searched and answered in a few words,
+    # and the names found join the searches and the aggregator's pairs (pipelines.hops).
+    resolve_hops: bool | None = None
     # The factoid route's final prompt asks for a brief answer (the answer first, in one
     # to three sentences): its answers ran to twice the closed-book draft's length, and a
     # small model that goes on to reason step by step contradicts its own first sentence.

@@ -100,6 +100,11 @@ def uninformative(query: str, answer: str) -> str | None:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+def says_unknown(text: str) -> bool:
+    """Whether ``text`` disclaims knowing ("not mentioned", "cannot determine")."""
+    return _NO_INFO.search(text) is not None
+
+
 # A sub-query sharing fewer content words than this with its question is too vague
 # to search alone ("what was the bill about?").
 MIN_SHARED_WITH_QUESTION = 2

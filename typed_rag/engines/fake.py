@@ -20,14 +20,17 @@ from typed_rag.engines.base import (
     StreamDelta,
 )
 from typed_rag.pipelines import example_plans
+from typed_rag.pipelines.hops import HopPlan
 
 Responder = Callable[[ChatRequest], str]
 # Probabilities (need not sum to 1: the rest of the vocabulary) per choice of a request.
 Chooser = Callable[[ChoiceRequest], Mapping[str, float]]
 
-# Plan replies that are not a pipeline's: the coverage-constraint detector finds none.
+# Plan replies that are not a route's: the coverage-constraint detector finds none; the
+# multi-hop chain (``method.resolve_hops``) has three links.
 OTHER_PLANS: dict[str, str] = {
     "coverage_constraints": json.dumps({"question": "", "include": [], "exclude": []}),
+    HopPlan.title: HopPlan.example,
 }
 
 

@@ -1,6 +1,7 @@
 """REASON and INSTRUCTION: 2-5 single-aspect sub-queries, one RAG answer each, then aggregation.
 
 Three engine rounds: the plan, every sub-answer in one batch, the aggregator.
+``method.resolve_hops`` first names what a multi-hop question only describes (``hops``).
 ``method.max_sub_queries`` and ``method.sub_query_style`` shape the plan;
 ``method.*`` grounding options shape the aggregation (see ``grounding``).
 """
@@ -17,13 +18,17 @@ from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import (
+    DRAFTED,
     anchor_queries,
+    closed_book_draft,
     combine,
     draft_first,
     draft_query,
     options,
+    own_knowledge,
     searches_question,
 )
+from typed_rag.pipelines.hops import HopPlan, resolve_hops
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.types import QuestionType
 
@@ -53,9 +58,11 @@ class DecompositionPlan:
     def describe(cls, trace: Mapping[str, Any]) -> list[str]:
         if not trace.get("sub_queries"):
             return []
-        return ["plan: sub-queries:"] + [
-            f"  {i}. {q}" for i, q in enumerate(trace["sub_queries"], 1)
-        ]
+        return (
+            HopPlan.describe(trace)
+            + ["plan: sub-queries:"]
+            + [f"  {i}. {q}" for i, q in enumerate(trace["sub_queries"], 1)]
+        )
 
 
 def sub_query_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
@@ -198,6 +205,9 @@ def plan_prompt(question_type: QuestionType) -> Callable[[str, MethodOptions], M
 async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     opts = options(ctx)
     limit = opts.max_sub_queries
+    hops = await resolve_hops(ctx) if opts.resolve_hops else None
+    if hops and own_knowledge(ctx) in DRAFTED:  # the draft then knows what the links found
+        await closed_book_draft(ctx, [(s.query, s.answer) for s in hops.links])
     plan = await plan_or_fallback(
         ctx,
         question_type.value.lower(),
@@ -215,7 +225,11 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     if draft := await draft_first(ctx, opts.draft_sub_query):
         queries.append(draft_query(ctx.question, draft))
         ctx.result.plan["draft_query"] = queries[-1]
+    if hops:
+        queries += hops.queries
     subs = await answer_sub_queries(ctx, queries)
+    if hops:
+        subs = ctx.result.sub_answers = [*hops.links, *subs]
     return await combine(
         ctx,
         subs,

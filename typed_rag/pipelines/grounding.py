@@ -75,6 +75,9 @@ async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> 
     return with_guidance(messages, lines + own_lines)
 
 
+DRAFTED = ("draft", "draft-cite")  # the own_knowledge values that write a closed-book draft
+
+
 def own_knowledge(ctx: Context) -> str:
     """``method.own_knowledge`` as it applies to this question's type."""
     opts = options(ctx)
@@ -85,7 +88,7 @@ async def draft_first(ctx: Context, wanted: bool) -> str:
     """The closed-book draft before retrieval, when ``wanted`` (``method.draft_query`` on the
     factoid route, ``method.draft_sub_query`` for decomposed types) and this question gets
     a draft; "" otherwise (the draft, if any, then comes later)."""
-    if not wanted or own_knowledge(ctx) not in ("draft", "draft-cite"):
+    if not wanted or own_knowledge(ctx) not in DRAFTED:
         return ""
     return await closed_book_draft(ctx)
 
@@ -101,7 +104,7 @@ async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages
     draft added (``draft``, ``draft-cite``) and the guidance lines that go with it."""
     own = own_knowledge(ctx)
     lines: list[str] = []
-    if own in ("draft", "draft-cite"):
+    if own in DRAFTED:
         draft = await closed_book_draft(ctx)
         if draft:
             messages = with_section(messages, "Draft answer from memory", draft)
@@ -111,15 +114,19 @@ async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages
     return messages, lines
 
 
-async def closed_book_draft(ctx: Context) -> str:
+async def closed_book_draft(ctx: Context, facts: Sequence[tuple[str, str]] = ()) -> str:
     """``method.own_knowledge = "draft"``: the LLM baseline's answer (same prompt and seed),
     one more engine round before the final one; the plan trace keeps it as ``draft``, and
-    a second call returns it (a draft written before retrieval is not written again)."""
+    a second call returns it (a draft written before retrieval is not written again).
+
+    ``facts`` (question, answer) pairs found beforehand (a multi-hop question's links)
+    join its prompt, so the draft is about the things the question only describes."""
     if "draft" in ctx.result.plan:
         return str(ctx.result.plan["draft"])
-    (res,) = await ctx.generate(
-        "draft", [ctx.request(llm_messages(ctx.question), step="draft")], "generate"
-    )
+    messages = llm_messages(ctx.question)
+    if facts:
+        messages = with_section(messages, "Facts found", "\n".join(f"{q} {a}" for q, a in facts))
+    (res,) = await ctx.generate("draft", [ctx.request(messages, step="draft")], "generate")
     draft = res.text.strip()
     ctx.result.plan["draft"] = draft
     return draft

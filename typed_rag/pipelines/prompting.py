@@ -19,6 +19,7 @@ PROMPT_HEADINGS = (
     "References",
     "Question-answer pairs",
     "Draft answer from memory",
+    "Facts found",
     "How to write the answer",
     "Comparison type",
     "Items to compare",
