@@ -99,9 +99,14 @@ async def test_links_are_answered_in_order_and_their_names_reach_search_and_aggr
     rag, engine = make_rag(
         scripted_responder({"hop_plan": CHAIN, "sub_query_plan": PLAN}, link_answers(answers))
     )
-    result = await rag.answer(Q, force_type=T.REASON)
+    events = []
+    result = await rag.answer(Q, force_type=T.REASON, on_event=events.append)
 
     links = [asked_link(r) for r in engine.calls if asked_link(r)]
+    # The chain and each answered link are announced as they come (the demo shows them).
+    announced = [(e.kind, e.data.get("step")) for e in events if e.kind != "type"]
+    assert announced[:3] == [("plan", None), ("sub_answer", "hop"), ("sub_answer", "hop")]
+    assert events[2].data["answer"] == "Apple" and events[2].data["total"] == 2
     assert links == ["Which company makes the iPhone?", "Who founded Apple?"]
     assert all(r.max_tokens == HOP_ANSWER_TOKENS for r in engine.calls if asked_link(r) is not None)
     # One link per round: the second is written from the first's answer.

@@ -171,6 +171,7 @@ async def resolve_hops(ctx: Context) -> Resolved | None:
     trace.update(plan.to_trace())
     if not plan.multi_hop:
         return None
+    ctx.emit("plan", plan={"hop_plan": plan.to_trace()})
     answers: list[str] = []
     resolved = Resolved()
     for hop in plan.hops[:-1]:
@@ -185,9 +186,10 @@ async def resolve_hops(ctx: Context) -> Resolved | None:
         if not answer:
             break
         answers.append(answer)
-        resolved.links.append(
-            SubAnswer(query=query, answer=answer, passages=[p.citation for p in shown])
-        )
+        link = SubAnswer(query=query, answer=answer, passages=[p.citation for p in shown])
+        resolved.links.append(link)
+        total = len(plan.hops) - 1
+        ctx.emit("sub_answer", index=len(answers) - 1, total=total, step="hop", **link.model_dump())
     if not answers:
         trace["stopped"] = "the first link went unanswered"
         return None
