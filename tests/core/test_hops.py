@@ -169,7 +169,12 @@ async def test_no_chain_leaves_the_decomposition_as_it_is(
     assert searched[-len(SUBS) :] == SUBS
     assert "hop_answers" not in result.plan
     assert len(result.sub_answers) == len(SUBS)
-    assert result.answer
+    # The same passages, numbers and final prompt as without the option.
+    settings.method.resolve_hops = False
+    rag, plain = make_rag(scripted_responder({"sub_query_plan": PLAN}, link_answers(answers)))
+    without = await rag.answer(Q, force_type=T.REASON)
+    assert result.passages == without.passages and result.answer == without.answer
+    assert engine.batches[-1] == plain.batches[-1]
 
 
 async def test_off_by_default_and_not_on_other_routes(make_rag, settings) -> None:

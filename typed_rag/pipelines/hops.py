@@ -27,7 +27,8 @@ from typed_rag.json_reply import extract_json, lookup, only_list, string_list
 from typed_rag.messages import ANALYST_SYSTEM, CITATION_GROUP, Messages, chat
 from typed_rag.pipelines.base import Context
 from typed_rag.pipelines.prompting import rag_messages, with_guidance
-from typed_rag.result import SubAnswer
+from typed_rag.result import CitedPassage, SubAnswer
+from typed_rag.retrieval import Passage
 from typed_rag.subanswers import says_unknown
 
 MAX_HOPS = 4
@@ -97,6 +98,10 @@ _EXAMPLES = (
         '"Why did #2 leave #1 in 1985?"]}',
     ),
     (
+        "What is the national dish of the country whose capital is Lima?",
+        '{"hops": ["Which country has Lima as its capital?", "What is the national dish of #1?"]}',
+    ),
+    (
         "Why do leaves change colour in autumn?",
         '{"hops": ["Why do leaves change colour in autumn?"]}',
     ),
@@ -108,12 +113,14 @@ def hop_plan_messages(question: str) -> Messages:
     examples = "\n\n".join(f"Question: {q}\nOutput: {a}" for q, a in _EXAMPLES)
     user = (
         "Act as a query analyst. Some questions name what they ask about only through a "
-        'description, such as "the city where the author of X was born"; answering them '
-        "takes a chain of simple questions, each finding one thing the next one needs.\n"
-        "1. Write the question as that chain, in order. A later question refers to the "
-        "answer of an earlier one as #1, #2 and so on; the last one asks what the question "
-        "asks.\n"
-        "2. When the question already names everything it asks about, write it alone as a "
+        'description, such as "the city where the author of X was born" or "the virus that '
+        'Y identified"; answering them takes a chain of simple questions, each finding one '
+        "thing the next one needs.\n"
+        "1. Find each described thing and write the simple question that identifies it, "
+        "innermost first.\n"
+        "2. Write each later question with #1, #2 and so on in place of the thing an earlier "
+        "question finds; the last one asks what the whole question asks.\n"
+        "3. When the question already names everything it asks about, write it alone as a "
         "chain of one.\n\n"
         "### Output format\n"
         f'{{"hops": [1 to {MAX_HOPS} strings]}}\n\n'
@@ -138,6 +145,14 @@ def fill(hop: str, answers: Sequence[str]) -> str:
         return answers[k - 1] if 1 <= k <= len(answers) else ""
 
     return " ".join(_REFERENCE.sub(answer, hop).split())
+
+
+def numbered(hits: Sequence[Passage]) -> list[CitedPassage]:
+    """A link's passages numbered for its own prompt only (not the question's citations)."""
+    return [
+        CitedPassage(citation=i, id=p.id, title=p.title, text=p.text, score=float(p.score))
+        for i, p in enumerate(hits, 1)
+    ]
 
 
 def short_answer(text: str) -> str:
@@ -173,12 +188,11 @@ async def resolve_hops(ctx: Context) -> Resolved | None:
         return None
     ctx.emit("plan", plan={"hop_plan": plan.to_trace()})
     answers: list[str] = []
-    resolved = Resolved()
+    found: list[tuple[str, list[Passage]]] = []
     for hop in plan.hops[:-1]:
         query = fill(hop, answers)
         (hits,) = await ctx.retrieve([query], ctx.top_k)
-        shown = ctx.cite(hits, query)
-        request = ctx.request(with_guidance(rag_messages(query, shown), [HOP_ANSWER_RULE]))
+        request = ctx.request(with_guidance(rag_messages(query, numbered(hits)), [HOP_ANSWER_RULE]))
         (res,) = await ctx.generate(
             "hop", [replace(request, max_tokens=HOP_ANSWER_TOKENS)], stage="sub_answers"
         )
@@ -186,13 +200,27 @@ async def resolve_hops(ctx: Context) -> Resolved | None:
         if not answer:
             break
         answers.append(answer)
-        link = SubAnswer(query=query, answer=answer, passages=[p.citation for p in shown])
-        resolved.links.append(link)
+        found.append((query, hits))
         total = len(plan.hops) - 1
-        ctx.emit("sub_answer", index=len(answers) - 1, total=total, step="hop", **link.model_dump())
+        ctx.emit(
+            "sub_answer",
+            index=len(answers) - 1,
+            total=total,
+            step="hop",
+            query=query,
+            answer=answer,
+        )
     if not answers:
         trace["stopped"] = "the first link went unanswered"
         return None
+    # Only now do the links' passages get citation numbers: an abandoned chain leaves the
+    # question's numbering, and so its answer, as without it.
+    resolved = Resolved()
+    for (query, hits), answer in zip(found, answers, strict=True):
+        shown = ctx.cite(hits, query)
+        resolved.links.append(
+            SubAnswer(query=query, answer=answer, passages=[p.citation for p in shown])
+        )
     ctx.result.plan["hop_answers"] = [
         {"question": s.query, "answer": s.answer} for s in resolved.links
     ]
