@@ -165,3 +165,31 @@ def as_bool(value: Any) -> bool | None:
     if isinstance(value, str) and value.strip().lower() in {"false", "no", "0"}:
         return False
     return None
+
+
+def string_list_schema(title: str, key: str, minimum: int, maximum: int) -> dict[str, Any]:
+    """A plan schema of one field: ``key``, a list of ``minimum``..``maximum`` strings."""
+    return {
+        "title": title,
+        "type": "object",
+        "properties": {
+            key: {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": minimum,
+                "maxItems": maximum,
+            }
+        },
+        "required": [key],
+        "additionalProperties": False,
+    }
+
+
+def read_string_list(text: str, names: tuple[str, ...], minimum: int, limit: int) -> list[str]:
+    """The reply's list under the first of ``names`` it uses (or its only list), as
+    :func:`string_list` reads it; ``names[0]`` is the field's name in errors."""
+    data = extract_json(text)
+    if isinstance(data, dict):
+        value = lookup(data, *names)
+        data = value if value is not None else only_list(data)
+    return string_list(data, names[0], minimum, limit)

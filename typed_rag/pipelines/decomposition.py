@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from typed_rag.json_reply import extract_json, lookup, only_list, string_list
+from typed_rag.json_reply import read_string_list, string_list_schema
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
@@ -67,20 +67,7 @@ class DecompositionPlan:
 
 def sub_query_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
     """The decomposition plan: 2 to ``limit`` sub-queries."""
-    return {
-        "title": DecompositionPlan.title,
-        "type": "object",
-        "properties": {
-            "sub_queries": {
-                "type": "array",
-                "items": {"type": "string", "minLength": 1},
-                "minItems": MIN_SUB_QUERIES,
-                "maxItems": limit,
-            }
-        },
-        "required": ["sub_queries"],
-        "additionalProperties": False,
-    }
+    return string_list_schema(DecompositionPlan.title, "sub_queries", MIN_SUB_QUERIES, limit)
 
 
 SUB_QUERY_SCHEMA: dict[str, Any] = sub_query_schema()
@@ -88,11 +75,8 @@ SUB_QUERY_SCHEMA: dict[str, Any] = sub_query_schema()
 
 def parse_sub_queries(text: str, limit: int = MAX_SUB_QUERIES) -> DecompositionPlan:
     """2 to ``limit`` sub-queries; extra ones are cut (the first are kept)."""
-    data = extract_json(text)
-    if isinstance(data, dict):
-        value = lookup(data, "sub_queries", "subqueries", "queries", "multiple_sub_queries")
-        data = value if value is not None else only_list(data)
-    return DecompositionPlan(string_list(data, "sub_queries", MIN_SUB_QUERIES, limit))
+    names = ("sub_queries", "subqueries", "queries", "multiple_sub_queries")
+    return DecompositionPlan(read_string_list(text, names, MIN_SUB_QUERIES, limit))
 
 
 _DECOMPOSE_KIND = {

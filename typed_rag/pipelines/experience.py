@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from typed_rag.json_reply import extract_json, lookup, only_list, string_list
+from typed_rag.json_reply import read_string_list, string_list_schema
 from typed_rag.messages import ANALYST_SYSTEM, Messages, chat
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import guide, options
@@ -42,28 +42,12 @@ class KeywordPlan:
         return [f"plan: keywords: {'; '.join(trace['keywords'])}"]
 
 
-KEYWORD_SCHEMA: dict[str, Any] = {
-    "title": KeywordPlan.title,
-    "type": "object",
-    "properties": {
-        "keywords": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "minItems": 1,
-            "maxItems": MAX_KEYWORDS,
-        }
-    },
-    "required": ["keywords"],
-    "additionalProperties": False,
-}
+KEYWORD_SCHEMA: dict[str, Any] = string_list_schema(KeywordPlan.title, "keywords", 1, MAX_KEYWORDS)
 
 
 def parse_keywords(text: str) -> KeywordPlan:
-    data = extract_json(text)
-    if isinstance(data, dict):
-        value = lookup(data, "keywords", "keyword", "keywords_list")
-        data = value if value is not None else only_list(data)
-    return KeywordPlan(string_list(data, "keywords", 1, MAX_KEYWORDS))
+    names = ("keywords", "keyword", "keywords_list")
+    return KeywordPlan(read_string_list(text, names, 1, MAX_KEYWORDS))
 
 
 def experience_plan_messages(question: str) -> Messages:

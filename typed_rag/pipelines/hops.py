@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from typed_rag.json_reply import extract_json, lookup, only_list, string_list
+from typed_rag.json_reply import read_string_list, string_list_schema
 from typed_rag.messages import ANALYST_SYSTEM, CITATION_GROUP, Messages, chat
 from typed_rag.pipelines.base import Context
 from typed_rag.pipelines.prompting import rag_messages, with_guidance
@@ -66,29 +66,12 @@ class HopPlan:
         return any(_REFERENCE.search(hop) for hop in self.hops[1:])
 
 
-HOP_SCHEMA: dict[str, Any] = {
-    "title": HopPlan.title,
-    "type": "object",
-    "properties": {
-        "hops": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "minItems": 1,
-            "maxItems": MAX_HOPS,
-        }
-    },
-    "required": ["hops"],
-    "additionalProperties": False,
-}
+HOP_SCHEMA: dict[str, Any] = string_list_schema(HopPlan.title, "hops", 1, MAX_HOPS)
 
 
 def parse_hops(text: str) -> HopPlan:
     """1 to :data:`MAX_HOPS` links; extra ones are cut."""
-    data = extract_json(text)
-    if isinstance(data, dict):
-        value = lookup(data, "hops", "chain", "questions", "steps")
-        data = value if value is not None else only_list(data)
-    return HopPlan(string_list(data, "hops", 1, MAX_HOPS))
+    return HopPlan(read_string_list(text, ("hops", "chain", "questions", "steps"), 1, MAX_HOPS))
 
 
 _EXAMPLES = (
