@@ -124,6 +124,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
     p.add_argument("--seed", type=int, default=7, help="question and candidate draw")
+    p.add_argument(
+        "--no-padding",
+        action="store_true",
+        help="leave out the padding probe's candidates (a store judged before the probe "
+        "existed is then summarized without new judgements)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")
     p.set_defaults(func=cmd_judge_validity)
@@ -327,6 +333,7 @@ def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
         ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
         seed=args.seed,
         progress=not args.no_progress,
+        padded=not args.no_padding,
     )
     print(render(summary))
     print(f"\nwrote {args.out / 'summary.json'}")

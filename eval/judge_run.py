@@ -246,14 +246,18 @@ def run_validity(
     ensembles: Sequence[str] = (),
     seed: int = 7,
     progress: bool = True,
+    padded: bool = True,
 ) -> list[dict[str, Any]]:
-    """Pick questions, make the generator pool, judge with each protocol, summarize."""
+    """Pick questions, make the generator pool, judge with each protocol, summarize
+    (``padded``: with the padding probe's candidates)."""
     for p in protocols:
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)
     picked = pick_questions(records, questions, seed, settings.eval.reference_seed)
     pool = asyncio.run(generate_pool(settings, picked[:pool_size], out, progress))
-    candidates = build_candidates(picked, pool, labels, seed, settings.eval.reference_seed)
+    candidates = build_candidates(
+        picked, pool, labels, seed, settings.eval.reference_seed, padded=padded
+    )
     candidates.sort(key=lambda c: (c.question_id, c.key))  # a question's prompts share a prefix
     asyncio.run(judge_candidates(protocols, judge_settings, candidates, out, progress=progress))
     # The default judge is the default protocol on the generator's own model.

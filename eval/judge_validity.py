@@ -102,8 +102,10 @@ def build_candidates(
     labels: Mapping[str, QuestionLabel],
     seed: int,
     reference_seed: int,
+    padded: bool = True,
 ) -> list[Candidate]:
-    """Held-out graded answers, plus off-topic and no-gold generator answers from ``pool``.
+    """Held-out graded answers, plus off-topic and no-gold generator answers from ``pool``;
+    with ``padded``, each grade-1 answer's padded copy (the length probe) too.
 
     ``pool`` maps question id -> the generator's answer to that question. The
     off-topic answer of a question is drawn from pool answers to other
@@ -122,9 +124,9 @@ def build_candidates(
             if spare.get(grade):
                 text = rng.choice(spare[grade])
                 out.append(_candidate(rec, refs, GRADED, grade, text))
-                if grade == 1:
-                    padded = f"{text.rstrip()} {padding(rec.question)}"
-                    out.append(_candidate(rec, refs, PADDED, grade, padded))
+                if grade == 1 and padded:
+                    copy = f"{text.rstrip()} {padding(rec.question)}"
+                    out.append(_candidate(rec, refs, PADDED, grade, copy))
         others = [
             q for q in by_type.get(type_of(labels, rec.question_id), []) if q != rec.question_id
         ]

@@ -168,6 +168,11 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
         "linkage-prob-gated",
     }
     assert {r["protocol"] for r in again} == {"linkage-prob", "relevance-prob", "rubric-prob"}
+    # Without the padding probe: its candidates are neither judged nor summarized.
+    bare = run_validity(s, s, records, labels, out, **kwargs, padded=False)
+    assert (out / "judgements.jsonl").read_text().splitlines() == lines
+    assert all(r["n_padding"] == 0 and math.isnan(r["acc_padding"]) for r in bare)
+    assert all(r["n_padding"] > 0 for r in again)
     (row,) = [r for r in first if r["default"]]  # the default protocol on the generator's model
     assert row["protocol"] == "linkage-prob-gated"
     assert row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
