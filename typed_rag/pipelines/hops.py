@@ -158,7 +158,8 @@ class Resolved:
 
 async def resolve_hops(ctx: Context) -> Resolved | None:
     """Plan the chain and answer its links but the last; None when the question is no
-    multi-hop question or the first link goes unanswered (the trace's ``hops`` says why)."""
+    multi-hop question or the first link goes unanswered (the plan trace's ``hop_plan``
+    holds the chain, and ``stopped`` in that case)."""
     trace: dict[str, Any] = {}
     ctx.result.plan["hop_plan"] = trace
     plan = await ctx.plan(
