@@ -204,3 +204,16 @@ async def test_the_closed_book_draft_is_written_with_the_links_found(make_rag, s
         "### Facts found\nWhich company makes the iPhone? Apple\nWho founded Apple? Steve Jobs"
         "\n\n### Answer\n"
     )
+
+
+async def test_a_links_token_budget_never_exceeds_max_tokens(make_rag, settings) -> None:
+    """Like every step's budget, a link's stays within ``sampling.max_tokens``."""
+    settings.method.resolve_hops = True
+    settings.sampling.max_tokens = 16
+    answers = {"Which company makes the iPhone?": "Apple", "Who founded Apple?": "Steve Jobs"}
+    rag, engine = make_rag(
+        scripted_responder({"hop_plan": CHAIN, "sub_query_plan": PLAN}, link_answers(answers))
+    )
+    await rag.answer(Q, force_type=T.REASON)
+    budgets = [r.max_tokens for r in engine.calls if asked_link(r) is not None]
+    assert budgets == [16, 16]

@@ -32,7 +32,8 @@ from typed_rag.retrieval import Passage
 from typed_rag.subanswers import says_unknown
 
 MAX_HOPS = 4
-# A link's answer is a name or a short phrase: this many tokens, and words kept.
+# A link's answer is a name or a short phrase: this many tokens (never more than
+# ``sampling.max_tokens``, like every step's budget), and words kept.
 HOP_ANSWER_TOKENS = 32
 HOP_ANSWER_WORDS = 12
 
@@ -178,7 +179,9 @@ async def resolve_hops(ctx: Context) -> Resolved | None:
         (hits,) = await ctx.retrieve([query], ctx.top_k)
         request = ctx.request(with_guidance(rag_messages(query, numbered(hits)), [HOP_ANSWER_RULE]))
         (res,) = await ctx.generate(
-            "hop", [replace(request, max_tokens=HOP_ANSWER_TOKENS)], stage="sub_answers"
+            "hop",
+            [replace(request, max_tokens=min(HOP_ANSWER_TOKENS, request.max_tokens))],
+            stage="sub_answers",
         )
         answer = short_answer(res.text)
         if not answer:
