@@ -89,7 +89,7 @@ def uninformative(query: str, answer: str) -> str | None:
     ):
         return "restates-query"
     sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
-    informative = [s for s in sentences if not _NO_INFO.search(s)]
+    informative = [s for s in sentences if not says_unknown(s)]
     if len(informative) < len(sentences):
         added = {stem(w) for s in informative for w in content_words(s)} - asked
         if len(added) < MIN_NEW_WORDS_BESIDE_DISCLAIMER:
