@@ -145,6 +145,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("a", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/reranked:rag")
     p.add_argument("b", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/run:rag")
+    p.add_argument(
+        "--changed-only",
+        action="store_true",
+        help="pair only the questions whose answers differ between the two runs (an option "
+        "that acts on few questions, undiluted)",
+    )
     p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
     p.set_defaults(func=cmd_compare)
 
@@ -370,7 +376,7 @@ def _classify(settings: Settings) -> Classify:
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    result = compare_runs(args.a, args.b)
+    result = compare_runs(args.a, args.b, changed_only=args.changed_only)
     print(format_comparison(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

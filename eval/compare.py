@@ -57,14 +57,45 @@ def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {fa[k]!r} vs {fb[k]!r}" for k in SHARED if fa[k] != fb[k]]
 
 
-def compare_runs(a: str, b: str, n_boot: int = 1000, seed: int = 42) -> dict[str, Any]:
-    """``a`` minus ``b`` (each ``RUN_DIR:METHOD``) on the questions both scored."""
+def answer_texts(run: Path, method: str) -> dict[str, str]:
+    """Per question, the final answer of one method in a run directory (its last answer)."""
+    return {
+        str(row["question_id"]): str(row.get("answer", ""))
+        for row in read_jsonl(run / ANSWERS)
+        if row.get("method") == method
+    }
+
+
+def changed_questions(run_a: Path, method_a: str, run_b: Path, method_b: str) -> set[str]:
+    """The questions both runs answered whose final answers differ: where an option that
+    acts on few questions shows its effect, undiluted by the answers it left as they were."""
+    ta, tb = answer_texts(run_a, method_a), answer_texts(run_b, method_b)
+    if not ta or not tb:
+        missing = run_a if not ta else run_b
+        raise UserError(
+            f"{missing / ANSWERS}: no answers to compare (a verdicts-only copy?); "
+            "--changed-only needs both runs' answers"
+        )
+    return {q for q in ta.keys() & tb.keys() if ta[q].strip() != tb[q].strip()}
+
+
+def compare_runs(
+    a: str, b: str, n_boot: int = 1000, seed: int = 42, changed_only: bool = False
+) -> dict[str, Any]:
+    """``a`` minus ``b`` (each ``RUN_DIR:METHOD``) on the questions both scored; with
+    ``changed_only``, on those of them whose answers differ."""
     (run_a, m_a), (run_b, m_b) = parse_side(a), parse_side(b)
     diffs = mismatches(read_manifest(run_a), read_manifest(run_b))
     if diffs:
         raise UserError(f"{run_a} and {run_b} were scored differently: " + "; ".join(diffs))
     va, meta = _scores(run_a, m_a)
     vb, meta_b = _scores(run_b, m_b)
+    if changed_only:
+        keep = changed_questions(run_a, m_a, run_b, m_b)
+        va = {q: v for q, v in va.items() if q in keep}
+        vb = {q: v for q, v in vb.items() if q in keep}
+        if not va.keys() & vb.keys():
+            raise UserError(f"{a} and {b}: no scored question has a changed answer")
     rows = pair_rows(a, b, va, vb, {**meta_b, **meta}, n_boot, seed)
     only = sorted(set(va) ^ set(vb))
     both = set(va) & set(vb)
@@ -73,6 +104,7 @@ def compare_runs(a: str, b: str, n_boot: int = 1000, seed: int = 42) -> dict[str
         "b": b,
         "questions": len(both),
         "unpaired": len(only),
+        "changed_only": changed_only,
         "rows": rows,
         "cost": paired_costs(run_a, m_a, run_b, m_b, both),
     }
@@ -130,8 +162,9 @@ def paired_costs(
 
 def format_comparison(result: dict[str, Any]) -> str:
     """A table: one line per group, MRR and MPR differences with their 95% intervals."""
+    which = "paired questions" + (" whose answers differ" if result.get("changed_only") else "")
     lines = [
-        f"{result['a']} minus {result['b']}: {result['questions']} paired questions"
+        f"{result['a']} minus {result['b']}: {result['questions']} {which}"
         f" ({result['unpaired']} scored in one run only)",
         f"{'group':<18} {'n':>4}  {'MRR diff [95% CI]':<28} MPR diff [95% CI]",
     ]

@@ -95,3 +95,28 @@ def test_compare_reports_what_the_paired_answers_cost(tmp_path: Path) -> None:
     assert cost["b"] == {"calls": 1.0, "prompt_tokens": 75.0, "completion_tokens": 12.5,
                          "seconds": 10.0}  # fmt: skip
     assert cost["seconds_ratio"] == 1.5  # median of 2.0 and 1.0
+
+
+def _texts(folder: Path, answers: dict[str, str]) -> None:
+    rows = [{"method": "rag", "question_id": q, "answer": t} for q, t in answers.items()]
+    (folder / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_compare_changed_only_pairs_the_questions_whose_answers_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _run(tmp_path / "a", {"q1": 1, "q2": 1, "q3": 1})
+    b = _run(tmp_path / "b", {"q1": 2, "q2": 4, "q3": 4})
+    with pytest.raises(UserError, match="no answers to compare"):
+        compare_runs(f"{a}:rag", f"{b}:rag", n_boot=10, changed_only=True)
+    _texts(a, {"q1": "Paris.", "q2": "Lyon [1].", "q3": "Nice."})
+    _texts(b, {"q1": "Paris. ", "q2": "Lyon.", "q3": "Nice."})  # only q2 differs
+    whole = compare_runs(f"{a}:rag", f"{b}:rag", n_boot=10)
+    changed = compare_runs(f"{a}:rag", f"{b}:rag", n_boot=10, changed_only=True)
+    assert whole["questions"] == 3 and changed["questions"] == 1
+    assert {r["subset"]: r for r in changed["rows"]}["all"]["mrr_diff"] == pytest.approx(0.75)
+    assert main(["eval", "compare", f"{a}:rag", f"{b}:rag", "--changed-only"]) == 0
+    assert "1 paired questions whose answers differ" in capsys.readouterr().out
+    _texts(b, {"q1": "Paris.", "q2": "Lyon [1].", "q3": "Nice."})  # now nothing changed
+    assert main(["eval", "compare", f"{a}:rag", f"{b}:rag", "--changed-only"]) == 2
+    assert "no scored question has a changed answer" in capsys.readouterr().err
