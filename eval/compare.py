@@ -6,11 +6,12 @@ compared question by question when the runs share what makes verdicts comparable
 scorer, the judge protocol, the reference draw and the LINKAGE variant. Then the
 per-question difference of one method across the two runs gets a paired bootstrap
 interval, per group (all, typed subset, each subset and type), as within a run.
+A side may also be a pool of run directories answered apart (``DIR1,DIR2:METHOD``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -26,24 +27,34 @@ from typed_rag.store import read_jsonl
 SHARED = ("scorer", "scorer_sampling", "judge", "reference_seed", "paper_off_by_one", "top_k")
 
 
-def parse_side(text: str) -> tuple[Path, str]:
-    """``RUN_DIR:METHOD`` -> (run directory, method)."""
-    run, sep, method = text.rpartition(":")
-    if not sep or not run or not method:
+def parse_pool(text: str) -> tuple[list[Path], str]:
+    """``RUN_DIR[,RUN_DIR...]:METHOD`` -> (run directories, method): several run directories
+    on one side are one pool of questions (e.g. two development pools answered apart)."""
+    runs, sep, method = text.rpartition(":")
+    dirs = [d for d in runs.split(",") if d]
+    if not sep or not dirs or not method:
         raise UserError(f"expected RUN_DIR:METHOD (e.g. results/wiki-nfqa/run:rag), got {text!r}")
-    return Path(run), method
+    return [Path(d) for d in dirs], method
 
 
-def _scores(run: Path, method: str) -> tuple[dict[str, tuple[float, float]], dict[str, Any]]:
-    rows = [r for r in read_jsonl(run / SCORES) if r.get("method") == method]
+def _scores(
+    runs: Sequence[Path], method: str
+) -> tuple[dict[str, tuple[float, float]], dict[str, Any]]:
     values, meta = {}, {}
-    for row in rows:
-        val = row_scores(row)
-        if val is not None:
-            values[str(row["question_id"])] = val
-            meta[str(row["question_id"])] = row
+    for run in runs:
+        for row in read_jsonl(run / SCORES):
+            val = row_scores(row) if row.get("method") == method else None
+            if val is not None:
+                if str(row["question_id"]) in values and len(runs) > 1:
+                    raise UserError(
+                        f"question {row['question_id']} is scored in more than one run of the "
+                        f"pool {', '.join(map(str, runs))}: a pool's runs must not overlap"
+                    )
+                values[str(row["question_id"])] = val
+                meta[str(row["question_id"])] = row
     if not values:
-        raise UserError(f"{run / SCORES}: no scored answers of method {method!r}")
+        where = ", ".join(str(run / SCORES) for run in runs)
+        raise UserError(f"{where}: no scored answers of method {method!r}")
     return values, meta
 
 
@@ -57,24 +68,27 @@ def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {fa[k]!r} vs {fb[k]!r}" for k in SHARED if fa[k] != fb[k]]
 
 
-def answer_texts(run: Path, method: str) -> dict[str, str]:
-    """Per question, the final answer of one method in a run directory (its last answer)."""
+def answer_texts(runs: Sequence[Path], method: str) -> dict[str, str]:
+    """Per question, the final answer of one method in run directories (its last answer)."""
     return {
         str(row["question_id"]): str(row.get("answer", ""))
+        for run in runs
         for row in read_jsonl(run / ANSWERS)
         if row.get("method") == method
     }
 
 
-def changed_questions(run_a: Path, method_a: str, run_b: Path, method_b: str) -> set[str]:
-    """The questions both runs answered whose final answers differ: where an option that
+def changed_questions(
+    runs_a: Sequence[Path], method_a: str, runs_b: Sequence[Path], method_b: str
+) -> set[str]:
+    """The questions both sides answered whose final answers differ: where an option that
     acts on few questions shows its effect, undiluted by the answers it left as they were."""
-    ta, tb = answer_texts(run_a, method_a), answer_texts(run_b, method_b)
+    ta, tb = answer_texts(runs_a, method_a), answer_texts(runs_b, method_b)
     if not ta or not tb:
-        missing = run_a if not ta else run_b
+        missing = runs_a if not ta else runs_b
         raise UserError(
-            f"{missing / ANSWERS}: no answers to compare (a verdicts-only copy?); "
-            "--changed-only needs both runs' answers"
+            f"{', '.join(str(r / ANSWERS) for r in missing)}: no answers to compare "
+            "(a verdicts-only copy?); --changed-only needs both sides' answers"
         )
     return {q for q in ta.keys() & tb.keys() if ta[q].strip() != tb[q].strip()}
 
@@ -84,14 +98,16 @@ def compare_runs(
 ) -> dict[str, Any]:
     """``a`` minus ``b`` (each ``RUN_DIR:METHOD``) on the questions both scored; with
     ``changed_only``, on those of them whose answers differ."""
-    (run_a, m_a), (run_b, m_b) = parse_side(a), parse_side(b)
-    diffs = mismatches(read_manifest(run_a), read_manifest(run_b))
-    if diffs:
-        raise UserError(f"{run_a} and {run_b} were scored differently: " + "; ".join(diffs))
-    va, meta = _scores(run_a, m_a)
-    vb, meta_b = _scores(run_b, m_b)
+    (runs_a, m_a), (runs_b, m_b) = parse_pool(a), parse_pool(b)
+    first = runs_a[0]
+    for other in [*runs_a[1:], *runs_b]:
+        diffs = mismatches(read_manifest(first), read_manifest(other))
+        if diffs:
+            raise UserError(f"{first} and {other} were scored differently: " + "; ".join(diffs))
+    va, meta = _scores(runs_a, m_a)
+    vb, meta_b = _scores(runs_b, m_b)
     if changed_only:
-        keep = changed_questions(run_a, m_a, run_b, m_b)
+        keep = changed_questions(runs_a, m_a, runs_b, m_b)
         va = {q: v for q, v in va.items() if q in keep}
         vb = {q: v for q, v in vb.items() if q in keep}
         if not va.keys() & vb.keys():
@@ -106,15 +122,15 @@ def compare_runs(
         "unpaired": len(only),
         "changed_only": changed_only,
         "rows": rows,
-        "cost": paired_costs(run_a, m_a, run_b, m_b, both),
+        "cost": paired_costs(runs_a, m_a, runs_b, m_b, both),
     }
 
 
-def answer_costs(run: Path, method: str) -> dict[str, dict[str, float]]:
+def answer_costs(runs: Sequence[Path], method: str) -> dict[str, dict[str, float]]:
     """Per question: engine calls, prompt and completion tokens, and seconds of one method's
-    answers in a run directory (a question answered twice keeps its last answer)."""
+    answers in run directories (a question answered twice keeps its last answer)."""
     out = {}
-    for row in read_jsonl(run / ANSWERS):
+    for row in (row for run in runs for row in read_jsonl(run / ANSWERS)):
         if row.get("method") != method:
             continue
         calls = (row.get("result") or {}).get("calls", [])
@@ -128,9 +144,9 @@ def answer_costs(run: Path, method: str) -> dict[str, dict[str, float]]:
 
 
 def paired_costs(
-    run_a: Path,
+    runs_a: Sequence[Path],
     method_a: str,
-    run_b: Path,
+    runs_b: Sequence[Path],
     method_b: str,
     questions: Collection[str] | None = None,
 ) -> dict[str, Any] | None:
@@ -139,7 +155,7 @@ def paired_costs(
     seconds move with the machine's load, a ratio of paired questions less so).
     ``questions`` limits them (all when None). None when either run kept no answers for
     them (a verdicts-only copy)."""
-    ca, cb = answer_costs(run_a, method_a), answer_costs(run_b, method_b)
+    ca, cb = answer_costs(runs_a, method_a), answer_costs(runs_b, method_b)
     qs = sorted(q for q in (ca if questions is None else questions) if q in ca and q in cb)
     if not qs:
         return None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from eval.compare import compare_runs, parse_side
+from eval.compare import compare_runs, parse_pool
 from typed_rag.errors import UserError
 
 FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
@@ -56,7 +56,7 @@ def test_compare_refuses_runs_scored_differently(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no scored answers of method 'typed-rag'"):
         compare_runs(f"{a}:typed-rag", f"{a}:rag")
     with pytest.raises(UserError, match="RUN_DIR:METHOD"):
-        parse_side("results/run")
+        parse_pool("results/run")
 
 
 def test_eval_compare_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,3 +120,18 @@ def test_compare_changed_only_pairs_the_questions_whose_answers_differ(
     _texts(b, {"q1": "Paris.", "q2": "Lyon [1].", "q3": "Nice."})  # now nothing changed
     assert main(["eval", "compare", f"{a}:rag", f"{b}:rag", "--changed-only"]) == 2
     assert "no scored question has a changed answer" in capsys.readouterr().err
+
+
+def test_a_side_may_pool_runs_answered_apart(tmp_path: Path) -> None:
+    a1, a2 = _run(tmp_path / "a1", {"q1": 1}), _run(tmp_path / "a2", {"q2": 1, "q3": 1})
+    b1, b2 = _run(tmp_path / "b1", {"q1": 2, "q2": 2}), _run(tmp_path / "b2", {"q3": 4})
+    result = compare_runs(f"{a1},{a2}:rag", f"{b1},{b2}:rag", n_boot=10)
+    assert result["questions"] == 3
+    by_group = {r["subset"]: r for r in result["rows"]}
+    assert by_group["all"]["mrr_diff"] == pytest.approx((0.5 + 0.5 + 0.75) / 3, abs=1e-4)
+    assert parse_pool(f"{a1},{a2}:rag") == ([a1, a2], "rag")
+    with pytest.raises(UserError, match="must not overlap"):
+        compare_runs(f"{a1},{b1}:rag", f"{b2}:rag", n_boot=10)  # q1 in both a1 and b1
+    c = _run(tmp_path / "c", {"q4": 1}, judge={"protocol": "pairwise"})
+    with pytest.raises(UserError, match="scored differently: judge"):
+        compare_runs(f"{a1},{c}:rag", f"{b1}:rag", n_boot=10)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.method_costs import CHANGES, cost, measured, table
-from eval.compare import parse_side
+from eval.compare import parse_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_each_change_pairs_committed_answers(change, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     for side in (change.a, change.b):
-        assert (parse_side(side)[0] / "answers.jsonl").is_file(), side
+        for run in parse_pool(side)[0]:
+            assert (run / "answers.jsonl").is_file(), side
     c = cost(change.a, change.b)
     assert c is not None and c["questions"] >= 8
     dev = measured(change.dev, change.a, change.b, "all", n_boot=50)
