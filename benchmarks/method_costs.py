@@ -98,7 +98,7 @@ CHANGES: tuple[Change, ...] = (
            f"{M}/experience-rerank/dev-keywords:typed-rag",
            f"{M}/experience-rerank/both-vs-keywords.json"),
     Change("the closed-book draft for INSTRUCTION too (fresh questions, two pools)",
-           "method.own_knowledge_types=REASON,FACTOID,INSTRUCTION", "default",
+           "method.own_knowledge_types=REASON,FACTOID,INSTRUCTION", "off (citations)",
            f"{M}/instruction-draft/fresh-draft,{M}/multi-hop/fresh-instr-draft:typed-rag",
            f"{M}/instruction-draft/fresh-base,{M}/multi-hop/fresh-base:typed-rag",
            check=(f"{M}/instruction-draft/headline-vs-typed-rag.json", "INSTRUCTION")),
