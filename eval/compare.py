@@ -40,18 +40,19 @@ def parse_pool(text: str) -> tuple[list[Path], str]:
 def _scores(
     runs: Sequence[Path], method: str
 ) -> tuple[dict[str, tuple[float, float]], dict[str, Any]]:
-    values, meta = {}, {}
+    values, meta, source = {}, {}, {}
     for run in runs:
         for row in read_jsonl(run / SCORES):
             val = row_scores(row) if row.get("method") == method else None
             if val is not None:
-                if str(row["question_id"]) in values and len(runs) > 1:
+                qid = str(row["question_id"])
+                if source.setdefault(qid, run) != run:  # a run's own re-score keeps its last
                     raise UserError(
-                        f"question {row['question_id']} is scored in more than one run of the "
-                        f"pool {', '.join(map(str, runs))}: a pool's runs must not overlap"
+                        f"question {qid} is scored in more than one run of the pool "
+                        f"{', '.join(map(str, runs))}: a pool's runs must not overlap"
                     )
-                values[str(row["question_id"])] = val
-                meta[str(row["question_id"])] = row
+                values[qid] = val
+                meta[qid] = row
     if not values:
         where = ", ".join(str(run / SCORES) for run in runs)
         raise UserError(f"{where}: no scored answers of method {method!r}")

@@ -130,6 +130,10 @@ def test_a_side_may_pool_runs_answered_apart(tmp_path: Path) -> None:
     by_group = {r["subset"]: r for r in result["rows"]}
     assert by_group["all"]["mrr_diff"] == pytest.approx((0.5 + 0.5 + 0.75) / 3, abs=1e-4)
     assert parse_pool(f"{a1},{a2}:rag") == ([a1, a2], "rag")
+    rescored = (a2 / "scores.jsonl").read_text().splitlines()[0]  # q2 judged again in a2
+    with (a2 / "scores.jsonl").open("a") as f:
+        f.write(rescored.replace('"rank": 1', '"rank": 2') + "\n")
+    assert compare_runs(f"{a1},{a2}:rag", f"{b1},{b2}:rag", n_boot=10)["questions"] == 3
     with pytest.raises(UserError, match="must not overlap"):
         compare_runs(f"{a1},{b1}:rag", f"{b2}:rag", n_boot=10)  # q1 in both a1 and b1
     c = _run(tmp_path / "c", {"q4": 1}, judge={"protocol": "pairwise"})
