@@ -13,6 +13,9 @@ A run can move between ``eval.route=labels``, ``labels-factoid`` and ``labels-cl
 the same way: the questions whose route changes (:func:`eval.routes.label_route`) are the
 affected ones, together with those whose route a changed option acts on.
 
+The options that act on the factoid route only (:data:`FACTOID_ONLY`, e.g.
+``method.factoid_guidance``) affect the FACTOID-route answers, taken from the source likewise.
+
 An option that acts on every type (``method.drop_echo``) affects every answer of the method:
 all of them are taken from the source, typically a replay of this run
 (``benchmarks.trim_replay``) judged under the new option.
@@ -33,6 +36,7 @@ from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import MethodOptions
 from typed_rag.store import read_jsonl, rewrite_jsonl
+from typed_rag.types import QuestionType
 
 Classify = Callable[[Sequence[str]], Sequence[TypePrediction | None]]
 # Fingerprint keys a splice may change: the method options and how typed-rag is routed.
@@ -40,6 +44,10 @@ MOVABLE = ("method", "route")
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
+# Method options that act on the factoid route's answers only (pipelines.plain.answer_factoid
+# and finishing): a run moves to one of them by re-answering the FACTOID-route questions.
+FACTOID_ONLY = ("factoid_brief", "factoid_guidance", "factoid_sentences", "draft_query")
+FACTOID = QuestionType.FACTOID.value
 PAPER = MethodOptions().model_dump(mode="json")
 # The folder of a run where each splice keeps the rows it replaced or removed.
 SPLICED = "spliced"
@@ -57,7 +65,7 @@ def _active(options: dict[str, Any], option: str) -> set[str]:
 
 def _unscoped_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The options that act on every type and differ between two sets of method options."""
-    scoped = set(TYPE_SCOPED) | set(TYPE_SCOPED.values())
+    scoped = set(TYPE_SCOPED) | set(TYPE_SCOPED.values()) | set(FACTOID_ONLY)
     return [k for k in b if k not in scoped and a[k] != b[k]]
 
 
@@ -70,6 +78,8 @@ def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
         types |= before ^ after
         if old[option] != new[option]:
             types |= before & after
+    if any(old[option] != new[option] for option in FACTOID_ONLY):
+        types.add(FACTOID)
     return types
 
 
@@ -106,6 +116,13 @@ def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], 
                 f"{name} answered {', '.join(differ)} with {option}={source[option]!r} "
                 f"for {sorted(on_source) or 'no type'}; the settings given have "
                 f"{new[option]!r} for {sorted(on_new) or 'no type'}"
+            )
+    if FACTOID in types:
+        differ = [o for o in FACTOID_ONLY if source[o] != new[o]]
+        if differ:
+            raise UserError(
+                f"{name} answered the factoid route with other method options: "
+                + ", ".join(f"{o}={source[o]!r} (the settings given: {new[o]!r})" for o in differ)
             )
 
 

@@ -238,3 +238,53 @@ def test_new_routes_under_labels_classifier_take_confident_typed_predictions() -
     rows = [{"question_id": q, "question": q, "type": "DEBATE"} for q in predicted]
     routes = new_routes(rows, "labels-classifier", lambda qs: [predicted[q] for q in qs])
     assert routes == {"why": "REASON", "what": "FACTOID", "plain": "DEBATE", "unsure": "DEBATE"}
+
+
+def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``method.factoid_guidance`` (like the other factoid-only options) changes the factoid
+    route's answers only: a run moves to it taking those from the source, and a source that
+    answered the factoid route otherwise is refused."""
+    from typed_rag.classifier.base import TypePrediction
+    from typed_rag.types import QuestionType
+
+    monkeypatch.setattr(
+        "cli.evaluation._classify",
+        lambda settings: (
+            lambda qs: [
+                TypePrediction(QuestionType.FACTOID, {}) if "what" in q else None for q in qs
+            ]
+        ),
+    )
+    factoid = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON", "FACTOID"]}
+    guided = {**factoid, "factoid_guidance": True}
+    asked = {"q1": "what is it", "q2": "why is it"}
+    old = [
+        _row("typed-rag", "q1", "DEBATE", route="FACTOID", question=asked["q1"], answer="old"),
+        _row("typed-rag", "q2", "REASON", route="REASON", question=asked["q2"], answer="old"),
+    ]
+    fp = {"route": "labels-factoid"}
+    run = _run(tmp_path / "run", factoid, old, [{**r, "rank": 3} for r in old], **fp)
+    new = [{**r, "answer": "new"} for r in old]
+    src = _run(tmp_path / "src", guided, new, [{**r, "rank": 1} for r in new], **fp)
+    unguided = _run(tmp_path / "unguided", factoid, new, [], **fp)
+    settings = [
+        *(
+            "--set",
+            "method.own_knowledge=draft",
+            "--set",
+            "method.own_knowledge_types=REASON,FACTOID",
+        ),
+        *("--set", "eval.route=labels-factoid", "--set", "method.factoid_guidance=true"),
+    ]
+
+    assert main([*settings, "eval", "splice", str(run), "--from", str(unguided)]) == 2
+    assert "factoid route with other method options: factoid_guidance" in capsys.readouterr().err
+    assert main([*settings, "eval", "splice", str(run), "--from", str(src)]) == 0
+    rows = {r["question_id"]: r["answer"] for r in _read(run / "answers.jsonl")}
+    assert rows == {"q1": "new", "q2": "old"}  # the REASON answer is not the option's to change
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["fingerprint"]["method"]["factoid_guidance"] is True
+    assert manifest["splices"][0]["types"] == ["FACTOID"]
+    assert affected_types(factoid, guided) == {"FACTOID"}
