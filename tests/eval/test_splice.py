@@ -270,13 +270,13 @@ def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
     src = _run(tmp_path / "src", guided, new, [{**r, "rank": 1} for r in new], **fp)
     unguided = _run(tmp_path / "unguided", factoid, new, [], **fp)
     settings = [
-        *(
-            "--set",
+        f"--set={kv}"
+        for kv in (
             "method.own_knowledge=draft",
-            "--set",
             "method.own_knowledge_types=REASON,FACTOID",
-        ),
-        *("--set", "eval.route=labels-factoid", "--set", "method.factoid_guidance=true"),
+            "eval.route=labels-factoid",
+            "method.factoid_guidance=true",
+        )
     ]
 
     assert main([*settings, "eval", "splice", str(run), "--from", str(unguided)]) == 2
