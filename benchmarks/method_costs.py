@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.compare import compare_runs, paired_costs, parse_pool
+from eval.compare import compare_runs, last_answers, paired_costs, parse_pool
 
 M = "results/method"
 RUN = "results/wiki-nfqa/run"
@@ -180,7 +180,7 @@ def measured(source: str | None, a: str, b: str, group: str, n_boot: int) -> dic
 
 def cost(a: str, b: str) -> dict[str, Any] | None:
     (runs_a, m_a), (runs_b, m_b) = parse_pool(a), parse_pool(b)
-    return paired_costs(runs_a, m_a, runs_b, m_b)
+    return paired_costs(last_answers(runs_a, m_a), last_answers(runs_b, m_b))
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -69,29 +69,24 @@ def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {fa[k]!r} vs {fb[k]!r}" for k in SHARED if fa[k] != fb[k]]
 
 
-def answer_texts(runs: Sequence[Path], method: str) -> dict[str, str]:
-    """Per question, the final answer of one method in run directories (its last answer)."""
+def last_answers(runs: Sequence[Path], method: str) -> dict[str, dict[str, Any]]:
+    """Per question, one method's answer row in run directories (its last answer)."""
     return {
-        str(row["question_id"]): str(row.get("answer", ""))
+        str(row["question_id"]): row
         for run in runs
         for row in read_jsonl(run / ANSWERS)
         if row.get("method") == method
     }
 
 
-def changed_questions(
-    runs_a: Sequence[Path], method_a: str, runs_b: Sequence[Path], method_b: str
-) -> set[str]:
+def changed_questions(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> set[str]:
     """The questions both sides answered whose final answers differ: where an option that
     acts on few questions shows its effect, undiluted by the answers it left as they were."""
-    ta, tb = answer_texts(runs_a, method_a), answer_texts(runs_b, method_b)
-    if not ta or not tb:
-        missing = runs_a if not ta else runs_b
-        raise UserError(
-            f"{', '.join(str(r / ANSWERS) for r in missing)}: no answers to compare "
-            "(a verdicts-only copy?); --changed-only needs both sides' answers"
-        )
-    return {q for q in ta.keys() & tb.keys() if ta[q].strip() != tb[q].strip()}
+    return {q for q in a.keys() & b.keys() if _text(a[q]) != _text(b[q])}
+
+
+def _text(row: dict[str, Any]) -> str:
+    return str(row.get("answer", "")).strip()
 
 
 def compare_runs(
@@ -107,8 +102,15 @@ def compare_runs(
             raise UserError(f"{first} and {other} were scored differently: " + "; ".join(diffs))
     va, meta = _scores(runs_a, m_a)
     vb, meta_b = _scores(runs_b, m_b)
+    answers_a, answers_b = last_answers(runs_a, m_a), last_answers(runs_b, m_b)
     if changed_only:
-        keep = changed_questions(runs_a, m_a, runs_b, m_b)
+        if not answers_a or not answers_b:
+            missing = runs_a if not answers_a else runs_b
+            raise UserError(
+                f"{', '.join(str(r / ANSWERS) for r in missing)}: no answers to compare "
+                "(a verdicts-only copy?); --changed-only needs both sides' answers"
+            )
+        keep = changed_questions(answers_a, answers_b)
         va = {q: v for q, v in va.items() if q in keep}
         vb = {q: v for q, v in vb.items() if q in keep}
         if not va.keys() & vb.keys():
@@ -123,19 +125,16 @@ def compare_runs(
         "unpaired": len(only),
         "changed_only": changed_only,
         "rows": rows,
-        "cost": paired_costs(runs_a, m_a, runs_b, m_b, both),
+        "cost": paired_costs(answers_a, answers_b, both),
     }
 
 
-def answer_costs(runs: Sequence[Path], method: str) -> dict[str, dict[str, float]]:
-    """Per question: engine calls, prompt and completion tokens, and seconds of one method's
-    answers in run directories (a question answered twice keeps its last answer)."""
+def answer_costs(answers: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per question: the engine calls, prompt and completion tokens, and seconds of an answer."""
     out = {}
-    for row in (row for run in runs for row in read_jsonl(run / ANSWERS)):
-        if row.get("method") != method:
-            continue
+    for qid, row in answers.items():
         calls = (row.get("result") or {}).get("calls", [])
-        out[str(row["question_id"])] = {
+        out[qid] = {
             "calls": float(len(calls)),
             "prompt_tokens": float(sum(int(c.get("prompt_tokens", 0)) for c in calls)),
             "completion_tokens": float(sum(int(c.get("completion_tokens", 0)) for c in calls)),
@@ -145,10 +144,8 @@ def answer_costs(runs: Sequence[Path], method: str) -> dict[str, dict[str, float
 
 
 def paired_costs(
-    runs_a: Sequence[Path],
-    method_a: str,
-    runs_b: Sequence[Path],
-    method_b: str,
+    answers_a: dict[str, dict[str, Any]],
+    answers_b: dict[str, dict[str, Any]],
     questions: Collection[str] | None = None,
 ) -> dict[str, Any] | None:
     """What each side's answers cost on the questions both answered: mean engine calls and
@@ -156,7 +153,7 @@ def paired_costs(
     seconds move with the machine's load, a ratio of paired questions less so).
     ``questions`` limits them (all when None). None when either run kept no answers for
     them (a verdicts-only copy)."""
-    ca, cb = answer_costs(runs_a, method_a), answer_costs(runs_b, method_b)
+    ca, cb = answer_costs(answers_a), answer_costs(answers_b)
     qs = sorted(q for q in (ca if questions is None else questions) if q in ca and q in cb)
     if not qs:
         return None

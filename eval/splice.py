@@ -13,7 +13,7 @@ A run can move between ``eval.route=labels``, ``labels-factoid`` and ``labels-cl
 the same way: the questions whose route changes (:func:`eval.routes.label_route`) are the
 affected ones, together with those whose route a changed option acts on.
 
-The options that act on the factoid route only (:data:`FACTOID_ONLY`, e.g.
+The options that act on the factoid route only (``method_settings.FACTOID_ONLY``, e.g.
 ``method.factoid_guidance``) affect the FACTOID-route answers, taken from the source likewise.
 
 An option that acts on every type (``method.drop_echo``) affects every answer of the method:
@@ -34,7 +34,7 @@ from eval.runner import ANSWERS, SCORES
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.method_settings import MethodOptions
+from typed_rag.method_settings import FACTOID_ONLY, MethodOptions
 from typed_rag.store import read_jsonl, rewrite_jsonl
 from typed_rag.types import QuestionType
 
@@ -44,9 +44,6 @@ MOVABLE = ("method", "route")
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
-# Method options that act on the factoid route's answers only (pipelines.plain.answer_factoid
-# and finishing): a run moves to one of them by re-answering the FACTOID-route questions.
-FACTOID_ONLY = ("factoid_brief", "factoid_guidance", "factoid_sentences", "draft_query")
 FACTOID = QuestionType.FACTOID.value
 PAPER = MethodOptions().model_dump(mode="json")
 # The folder of a run where each splice keeps the rows it replaced or removed.

@@ -95,6 +95,11 @@ class MethodOptions(BaseModel):
         return self
 
 
+# The options that act on the factoid route's answers only (pipelines.plain.answer_factoid
+# and finishing): ``eval splice`` moves a run to one of them by re-answering that route.
+FACTOID_ONLY = ("draft_query", "factoid_brief", "factoid_guidance", "factoid_sentences")
+
+
 class MethodSettings(BaseModel):
     """How the typed pipelines plan, aggregate and answer (issues 14, 15).
 

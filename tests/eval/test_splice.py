@@ -11,6 +11,7 @@ import pytest
 from cli.main import main
 from eval.splice import affected_types
 from typed_rag.config import Settings
+from typed_rag.method_settings import FACTOID_ONLY
 from typed_rag.types import TYPED_TYPES
 
 FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
@@ -162,6 +163,14 @@ def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
     assert affected_types(reason, reason) == set()
     # Off with a different type list answers exactly like off.
     assert affected_types(DEFAULT, {**DEFAULT, "own_knowledge_types": ["REASON"]}) == set()
+
+
+def test_each_factoid_route_option_affects_the_factoid_route_only() -> None:
+    changed = {"draft_query": True, "factoid_brief": True, "factoid_guidance": True}
+    for option in FACTOID_ONLY:
+        # An option of that list which the method options lack would raise KeyError here.
+        new = {**DEFAULT, option: changed.get(option, 2)}
+        assert affected_types(DEFAULT, new) == {"FACTOID"}, option
 
 
 def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
