@@ -166,10 +166,10 @@ def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
 
 
 def test_each_factoid_route_option_affects_the_factoid_route_only() -> None:
-    changed = {"draft_query": True, "factoid_brief": True, "factoid_guidance": True}
+    other = {True: False, False: True, None: 2}  # a value each option does not have now
     for option in FACTOID_ONLY:
         # An option of that list which the method options lack would raise KeyError here.
-        new = {**DEFAULT, option: changed.get(option, 2)}
+        new = {**DEFAULT, option: other[DEFAULT[option]]}
         assert affected_types(DEFAULT, new) == {"FACTOID"}, option
 
 
@@ -266,7 +266,12 @@ def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
             ]
         ),
     )
-    factoid = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON", "FACTOID"]}
+    factoid = {
+        **DEFAULT,
+        "own_knowledge": "draft",
+        "own_knowledge_types": ["REASON", "FACTOID"],
+        "factoid_guidance": False,
+    }
     guided = {**factoid, "factoid_guidance": True}
     asked = {"q1": "what is it", "q2": "why is it"}
     old = [
