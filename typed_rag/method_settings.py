@@ -36,16 +36,14 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
 # "fast" (issue 14; the default): the improved set with extracted sub-answers, so a
 # decomposed question costs two generations (plan, final answer) like the keyword pipelines,
 # and a closed-book draft for REASON questions, one short round more (measured on 129 + 55
-# REASON questions, docs/method-options.md), for the factoid route (factual questions:
-# measured on 66 headline questions, results/method/factoid-route) and for INSTRUCTION
-# (48 fresh questions and the headline's 39, results/method/instruction-draft; kept once
-# factoid_guidance left the citations room for it).
+# REASON questions, docs/method-options.md), and for the factoid route (factual questions:
+# measured on 66 headline questions, results/method/factoid-route).
 METHOD_PROFILES["fast"] = {
     **METHOD_PROFILES["improved"],
     "sub_answers": "extract",
     "grounded_aggregation": False,
     "own_knowledge": "draft",
-    "own_knowledge_types": ["REASON", "FACTOID", "INSTRUCTION"],
+    "own_knowledge_types": ["REASON", "FACTOID"],
     # The user never sees the draft, so an answer's sentences about it go (measured on the
     # headline: 6 of 382 answers changed, +0.000 [-0.002, +0.003], results/method/draft-talk).
     "drop_draft_talk": True,
