@@ -1,5 +1,5 @@
-"""``method.trim_cut_off`` (with ``method.drop_echo``, ``method.drop_draft_talk`` and
-``method.factoid_sentences``)
+"""``method.trim_cut_off`` (with ``method.drop_echo``, ``method.drop_draft_talk``,
+``method.drop_passage_copies`` and ``method.factoid_sentences``)
 replayed on the answers of an ``eval run`` directory.
 
 Each cuts a finished answer, so the run's answers need not be generated again: this copies a
@@ -17,6 +17,7 @@ pairs the two.
     python -m benchmarks.trim_replay RUN --factoid-sentences 2 --out DIR
     python -m benchmarks.trim_replay RUN --drop-echo --out DIR
     python -m benchmarks.trim_replay RUN --drop-draft-talk --out DIR
+    python -m benchmarks.trim_replay RUN --drop-passage-copies --out DIR
 
 ``--match-length rag`` is a probe of the judge, not a method: each answer is cut to its
 longest run of whole sentences no longer (in words the judge reads) than the named method's
@@ -71,6 +72,7 @@ def replay(
     drop_echo: bool = False,
     match_length: str | None = None,
     drop_draft_talk: bool = False,
+    drop_passage_copies: bool = False,
 ) -> tuple[int, int]:
     """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`; with
     ``match_length`` also :func:`within_words` that method's answer) and the unchanged
@@ -95,11 +97,12 @@ def replay(
                 cut_off=result.get("finish_reason") == "length",
                 sentences=factoid_sentences if factoid else None,
                 draft_talk=drop_draft_talk and "draft" in (result.get("plan") or {}),
+                passage_copies=drop_passage_copies,
             )
             text = cut.answer
             if row["question_id"] in budget:
                 text = within_words(text, budget[row["question_id"]])
-            for flag in ("unechoed", "undrafted", "trimmed", "shortened"):
+            for flag in ("unechoed", "undrafted", "uncopied", "trimmed", "shortened"):
                 if getattr(cut, flag):
                     result[flag] = True
             if text != row["answer"]:
@@ -140,6 +143,11 @@ def main() -> None:
         help="also drop the sentences about the draft answer of answers written from a draft",
     )
     parser.add_argument(
+        "--drop-passage-copies",
+        action="store_true",
+        help="also drop the paragraphs after the first that copy a shown passage",
+    )
+    parser.add_argument(
         "--match-length",
         metavar="METHOD",
         help="also cut each answer to whole sentences no longer than METHOD's answer (a judge probe)",
@@ -156,6 +164,7 @@ def main() -> None:
         args.drop_echo,
         args.match_length,
         args.drop_draft_talk,
+        args.drop_passage_copies,
     )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 

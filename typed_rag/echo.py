@@ -1,4 +1,5 @@
-"""Prompt text a small model copies into its answer (``method.drop_echo``).
+"""Prompt text a small model copies into its answer (``method.drop_echo``,
+``method.drop_passage_copies``).
 
 The 1.5B generator sometimes copies the prompt before its answer ("### Question ... ###
 Answer") or goes on after it into a copy of a prompt section ("### References" with made-up
@@ -62,3 +63,22 @@ def drop_prompt_echo(answer: str, min_words: int = 10) -> str:
             if _statement_words(kept) >= min_words:
                 return kept
     return "\n".join(lines[start:]).strip()
+
+
+# A paragraph opening like one of the prompt's numbered passages, "[n] title" then its text
+# (typed_rag.messages): "[3] Malta, a Southern European island country ...".
+_PASSAGE_COPY = re.compile(r"[ \t]*\[\d+\][ \t]+[^\s\[]")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+def drop_passage_copies(answer: str) -> str:
+    """``answer`` without the paragraphs after its first that copy a shown passage (they
+    open with its ``[n]`` and text, as the prompt lists them), nor a paragraph ending in ":"
+    that introduces them ("This is supported by the following references:"). The first
+    paragraph is the answer's own, so it always stays."""
+    paragraphs = _PARAGRAPH_BREAK.split(answer.strip())
+    copies = {i for i, p in enumerate(paragraphs) if i and _PASSAGE_COPY.match(p)}
+    if not copies:
+        return answer
+    lead_ins = {i - 1 for i in copies if i > 1 and paragraphs[i - 1].rstrip().endswith(":")}
+    return "\n\n".join(p for i, p in enumerate(paragraphs) if i not in copies | lead_ins)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
-from typed_rag.echo import drop_prompt_echo
+from typed_rag.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.pipelines import Context
 from typed_rag.result import Result
 
@@ -61,6 +61,7 @@ class Cut:
     answer: str
     unechoed: bool = False
     undrafted: bool = False
+    uncopied: bool = False
     trimmed: bool = False
     shortened: bool = False
 
@@ -72,11 +73,13 @@ def cut_answer(
     cut_off: bool,
     sentences: int | None = None,
     draft_talk: bool = False,
+    passage_copies: bool = False,
 ) -> Cut:
     """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
-    complete sentence, sentences about the draft dropped (``draft_talk``), then only the
-    first ``sentences`` kept. One function, so that ``benchmarks.trim_replay`` cuts stored
+    complete sentence, sentences about the draft dropped (``draft_talk``), paragraphs
+    copying a shown passage dropped (``passage_copies``), then only the first ``sentences``
+    kept. One function, so that ``benchmarks.trim_replay`` cuts stored
     answers exactly as the pipeline does."""
     cut = Cut(answer)
     if drop_echo:
@@ -88,6 +91,9 @@ def cut_answer(
     if draft_talk:
         undrafted = drop_draft_talk(cut.answer)
         cut.undrafted, cut.answer = undrafted != cut.answer, undrafted
+    if passage_copies:
+        uncopied = drop_passage_copies(cut.answer)
+        cut.uncopied, cut.answer = uncopied != cut.answer, uncopied
     if sentences:
         short = first_sentences(cut.answer, sentences)
         cut.shortened, cut.answer = short != cut.answer, short
@@ -101,8 +107,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.strip_invalid_citations`` a typed-rag answer loses invalid numbers, with
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
-    as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk`` and
-    (factoid route) ``method.factoid_sentences`` say.
+    as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk``,
+    ``method.drop_passage_copies`` and (factoid route) ``method.factoid_sentences`` say.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -128,10 +134,11 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             cut_off=opts.trim_cut_off and result.finish_reason == "length",
             sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
             draft_talk=opts.drop_draft_talk and "draft" in result.plan,
+            passage_copies=opts.drop_passage_copies,
         )
         result.answer = cut.answer
         result.unechoed, result.trimmed, result.shortened = cut.unechoed, cut.trimmed, cut.shortened
-        result.undrafted = cut.undrafted
+        result.undrafted, result.uncopied = cut.undrafted, cut.uncopied
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

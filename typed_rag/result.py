@@ -67,6 +67,8 @@ class Result(BaseModel):
     unechoed: bool = False
     # Sentences about "the draft answer" were dropped (method.drop_draft_talk).
     undrafted: bool = False
+    # Paragraphs copying a shown passage were dropped (method.drop_passage_copies).
+    uncopied: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

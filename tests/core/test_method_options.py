@@ -595,6 +595,43 @@ async def test_drop_draft_talk_cuts_answers_written_from_a_draft(make_rag, setti
     assert "The draft answer" in debate.answer and not debate.undrafted
 
 
+COPIED = "[3] Malta\nMalta is an island country in the Mediterranean Sea."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f"It is Vatican City [1].\n\n{COPIED}\n\n[1] Monaco is second.",
+            "It is Vatican City [1].",
+        ),
+        # the lead-in goes with the copies; the model's own paragraph after them stays
+        (
+            f"It is L [1].\n\nAs the references say:\n\n{COPIED}\n\nL is fifty [2].",
+            "It is L [1].\n\nL is fifty [2].",
+        ),
+        (f"{COPIED}\n\nMore [1].", None),  # the first paragraph is the answer's own
+        ("It is L.\n\n[1][2]", None),  # bare markers are no copy (post_cite drops them)
+        ("Steps:\n\n1. Dig [1].\n\n2. Sift [2].", None),
+    ],
+)
+def test_drop_passage_copies(text: str, expected: str | None) -> None:
+    from typed_rag.echo import drop_passage_copies
+
+    assert drop_passage_copies(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize("drop", [False, True])
+async def test_drop_passage_copies_cuts_typed_answers_only(make_rag, settings, drop) -> None:
+    set_method(settings, drop_passage_copies=drop)
+    text = f"{ANSWER}\n\n{COPIED}"
+    rag, _ = make_rag(scripted_responder({}, lambda req: text))
+    result = await rag.answer(Q, force_type=T.FACTOID)
+    assert result.answer == (ANSWER if drop else text) and result.uncopied is drop
+    baseline = await rag.answer(Q, mode="rag")
+    assert baseline.answer == text and not baseline.uncopied
+
+
 @pytest.mark.parametrize("drop", [False, True])
 async def test_drop_echo_cuts_typed_answers_only(make_rag, settings, drop) -> None:
     set_method(settings, drop_echo=drop)

@@ -121,3 +121,20 @@ def test_replay_drops_draft_talk_only_from_answers_written_from_a_draft(tmp_path
     assert out[0]["result"]["citations"] == [1]
     assert out[1]["answer"] == LONG  # no draft: a sentence about "the draft" is the model's
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
+
+
+def test_replay_drops_copied_passages_and_their_citations(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    copied = "It is the crust [1].\n\n[2] Crust\nThe crust is the outer layer [2]."
+    answers = [_row("typed-rag", "q1", "FACTOID", copied), _row("typed-rag", "q2", "REASON")]
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_passage_copies=True) == (2, 1)
+
+    out = _read(tmp_path / "out/answers.jsonl")
+    assert out[0]["answer"] == "It is the crust [1]." and out[0]["result"]["uncopied"]
+    assert out[0]["result"]["citations"] == [1]  # the copy's [2] went with it
+    assert out[1]["answer"] == LONG
+    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
