@@ -102,8 +102,8 @@ def replay(
             text = cut.answer
             if row["question_id"] in budget:
                 text = within_words(text, budget[row["question_id"]])
-            for flag in ("unechoed", "undrafted", "uncopied", "trimmed", "shortened"):
-                if getattr(cut, flag):
+            for flag, cut_made in cut.flags().items():
+                if cut_made:
                     result[flag] = True
             if text != row["answer"]:
                 changed += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.echo import drop_passage_copies, drop_prompt_echo
@@ -64,6 +64,11 @@ class Cut:
     uncopied: bool = False
     trimmed: bool = False
     shortened: bool = False
+
+    def flags(self) -> dict[str, bool]:
+        """Which cuts changed the answer, by name: the trace fields of :class:`Result` (and
+        of a replayed run's rows) that carry them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "answer"}
 
 
 def cut_answer(
@@ -137,8 +142,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             passage_copies=opts.drop_passage_copies,
         )
         result.answer = cut.answer
-        result.unechoed, result.trimmed, result.shortened = cut.unechoed, cut.trimmed, cut.shortened
-        result.undrafted, result.uncopied = cut.undrafted, cut.uncopied
+        for name, cut_made in cut.flags().items():
+            setattr(result, name, cut_made)
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result
