@@ -13,7 +13,8 @@ of committed runs, are not kept.
 
     python -m benchmarks.cut_pairs results/method/drop-echo --flag unechoed \\
         --before wiki-nfqa__reranked=results/wiki-nfqa/reranked/spliced/3
-    python -m benchmarks.cut_pairs results/method/passage-copies --flag uncopied
+    python -m benchmarks.cut_pairs results/method/passage-copies --flag uncopied \\
+        --before wiki-nfqa__reranked=results/wiki-nfqa/reranked/spliced/7
 """
 
 from __future__ import annotations
@@ -92,8 +93,10 @@ def main() -> None:
         help="the answers as generated for a replay whose run has since moved to the cut",
     )
     args = parser.parse_args()
-    before = dict(item.split("=", 1) for item in args.before)
-    records = changed_pairs(args.folder, args.flag, {k: Path(v) for k, v in before.items()})
+    if bad := [item for item in args.before if "=" not in item]:
+        parser.error(f"--before takes RUN=DIR, got {', '.join(bad)}")
+    before = {run: Path(d) for run, d in (item.split("=", 1) for item in args.before)}
+    records = changed_pairs(args.folder, args.flag, before)
     summary = summarize(records)
     routes = sorted({r["route"] for r in records})
     summary["by_route"] = {
