@@ -9,7 +9,9 @@ support judge of ``typed-rag eval support`` about every cited sentence (verdicts
 in ``--out``, so variants share them and the command resumes), and reports per
 variant the share of answers citing a shown passage and the share of cited sentences
 the judge calls supported (bootstrap 95% CI over questions), issue 15's two targets,
-with the paired difference from the first variant.
+with the paired difference from the first variant. Each variant's per-question counts are
+kept in ``sweep.json``, so ``--against`` an earlier sweep of the same answers gives the
+paired difference a change of the post-citing code made (the earlier sweep run before it).
 
 A variant is a ``cite_min_share`` (``0.5``) or one with a ``cite_floor_share``
 (``0.7/0.3``: an answer left citing nothing cites its best match at 0.3).
@@ -101,8 +103,10 @@ def sweep(
     settings: Settings,
     out: Path,
     batch_size: int,
+    against: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Judge what is missing and summarise each variant against the first."""
+    """Judge what is missing and summarise each variant against the first (and against
+    the same variant of ``against``, an earlier sweep's report, where it has one)."""
     lookup = index_lookup(settings)
     ids = sorted({str(p["id"]) for r in rows for p in r["result"]["passages"]})
     texts = lookup(ids)
@@ -125,8 +129,22 @@ def sweep(
         summary = summarize(answers, sentence_rows, [METHOD])["methods"][METHOD]
         counts[variant] = counts_by_question(sentence_rows)
         summary["vs_first"] = pooled_difference(counts[variant], counts[variants[0]])
+        summary["by_question"] = {q: list(c) for q, c in counts[variant].items()}
+        if against and (vs := versus(against, variant, counts[variant])):
+            summary["vs_against"] = vs
         report["shares"][str(variant)] = summary
     return report
+
+
+def versus(
+    earlier: Mapping[str, Any], variant: Variant, counts: Mapping[str, tuple[int, int]]
+) -> dict[str, Any] | None:
+    """``counts`` (question -> supported, judged) minus the same variant's in ``earlier``, a
+    sweep report of the same answers; None when it lacks that variant or its counts."""
+    by_question = earlier.get("shares", {}).get(str(variant), {}).get("by_question")
+    if by_question is None:
+        return None
+    return pooled_difference(counts, {q: (int(c[0]), int(c[1])) for q, c in by_question.items()})
 
 
 def _progress(done: int, total: int) -> None:
@@ -147,6 +165,11 @@ def render(report: Mapping[str, Any]) -> str:
             f"  {100 * d['diff']:+.1f} points [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
             f" (n={d['n']})"
         )
+        if a := m.get("vs_against"):
+            lines.append(
+                f"{'':>13}  minus the same variant of --against: {100 * a['diff']:+.1f} points"
+                f" [{100 * a['ci'][0]:+.1f}, {100 * a['ci'][1]:+.1f}] (n={a['n']})"
+            )
     return "\n".join(lines)
 
 
@@ -199,6 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--first", type=int, help="only the run's first N typed-rag answers")
     ap.add_argument("--types", help="only answers of these question types (comma list)")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE settings override")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="an earlier sweep.json of the same answers: each variant's paired difference "
+        "from it (a change of the post-citing code, measured)",
+    )
     args = ap.parse_args(argv)
     settings = load_settings(None, **parse_overrides(args.set))
     try:
@@ -210,7 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.types:
         types = {t.strip().upper() for t in args.types.split(",")}
         rows = [r for r in rows if r.get("type") in types]
-    report = sweep(rows, variants, settings, args.out, args.batch_size)
+    try:
+        against = json.loads(args.against.read_text()) if args.against else None
+    except (OSError, json.JSONDecodeError) as e:
+        ap.error(f"--against: cannot read {args.against}: {e}")
+    report = sweep(rows, variants, settings, args.out, args.batch_size, against)
     report["run_dir"] = str(args.run_dir)
     print("\n" + render(report))
     (args.out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -91,6 +91,8 @@ _SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 # One or more adjacent citation groups ("[2]", "[2][3]").
 _GROUPS = f"(?:{CITATION_GROUP.pattern})+"
+# The same, also apart by spaces or commas ("[1] [3]", "[1], [4]").
+_RUN = re.compile(rf"{CITATION_GROUP.pattern}(?:[ \t]*[,;]?[ \t]*{CITATION_GROUP.pattern})*")
 # "... rises. [2] Next ..." (or at the line's end): the group after a full stop cites the
 # sentence before it.
 _AFTER_END = re.compile(
@@ -138,18 +140,19 @@ def _into_sentence_before(m: re.Match[str]) -> str:
     return f" {m.group(3)}{m.group(1)}{m.group(2)}"
 
 
-def _own_group(sentence: str) -> re.Match[str] | None:
-    """The sentence's one citation group when it opens or ends the sentence, the groups
-    post-citing checks; None when it has none, several, or one inside its wording
-    ("according to [2]", "sources [1] and [3]"), which is the model's and stays."""
-    groups = list(CITATION_GROUP.finditer(sentence))
-    if len(groups) != 1:
+def _own_groups(sentence: str) -> re.Match[str] | None:
+    """The sentence's one run of adjacent citation groups ("[2]", "[1][3]", "[1], [4]")
+    when it opens or ends the sentence, the groups post-citing checks; None when it has
+    none, several runs, or one inside its wording ("according to [2]", "sources [1] and
+    [3]"), which is the model's and stays."""
+    runs = list(_RUN.finditer(sentence))
+    if len(runs) != 1:
         return None
-    group = groups[0]
-    trailing = not re.search(r"\w", sentence[group.end() :])
+    run = runs[0]
+    trailing = not re.search(r"\w", sentence[run.end() :])
     lead = _LEAD.match(sentence)
-    leading = lead is not None and lead.end() == group.start()
-    return group if trailing or leading else None
+    leading = lead is not None and lead.end() == run.start()
+    return run if trailing or leading else None
 
 
 @dataclass(frozen=True)
@@ -172,8 +175,8 @@ def attach_citations(
 
     An uncited sentence gets the ``[n]`` of the shown passage sharing most of its
     content words, when that passage shares ``min_share`` of them. A sentence ending
-    or opening with one citation group whose shown passages all fall below that loses
-    it (and gets the best passage instead, when one qualifies), so re-citing an answer at a higher
+    or opening with one citation group, or one run of them ("[1][3]"), whose shown
+    passages all fall below that loses it (and gets the best passage instead, when one qualifies), so re-citing an answer at a higher
     ``min_share`` gives what citing it there in the first place would have: on the
     committed runs, this overlap share was what separated the citations the support
     judge upheld. Groups naming only passages never shown are left to
@@ -239,7 +242,7 @@ def attach_citations(
                 continue
             needs = specifics(sentence) if check_specifics else set()
             if CITATION_GROUP.search(sentence):
-                group = _own_group(sentence)
+                group = _own_groups(sentence)
                 if group is None:
                     continue
                 cited = cited_numbers(group.group(0))

@@ -205,6 +205,24 @@ def test_attach_citations_drops_or_moves_citations_whose_passage_shares_too_few_
     assert attach_citations(wording, passages).answer == wording
 
 
+def test_a_run_of_groups_ending_or_opening_a_sentence_is_checked_like_one_group() -> None:
+    passages = _coffee_and_tea()
+    answer = (
+        "Monks grew orchards near temples [1][3]. Tea leaves are rolled before brewing [1], [3].\n"
+        "[1] [3] Monks grew orchards near temples."
+    )
+    recited = attach_citations(answer, passages)
+    # No passage holds the monks: their runs go; the tea sentence's run holds through [3].
+    assert recited.answer == (
+        "Monks grew orchards near temples. Tea leaves are rolled before brewing [1], [3].\n"
+        "Monks grew orchards near temples."
+    )
+    assert recited.dropped == [1, 3, 1, 3] and recited.added == []
+    # Groups apart in the wording are not one run: the model's, and they stay.
+    wording = "Monks grew orchards [1] near temples [3]."
+    assert attach_citations(wording, passages).answer == wording
+
+
 def test_attach_citations_min_share_is_the_bar_for_adding_and_keeping() -> None:
     passages = [
         CitedPassage(
