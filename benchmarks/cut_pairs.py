@@ -15,12 +15,19 @@ of committed runs, are not kept.
         --before wiki-nfqa__reranked=results/wiki-nfqa/reranked/spliced/3
     python -m benchmarks.cut_pairs results/method/passage-copies --flag uncopied \\
         --before wiki-nfqa__reranked=results/wiki-nfqa/reranked/spliced/7
+
+With ``--commands --set method.drop_repeats=true`` it prints instead the command that judges
+each replay's changed answers: its run's last ``eval run`` (``run.json``'s invocations) with
+the run's route as spliced (the fingerprint's), the option set, typed-rag only, ``--out`` the
+replay and ``--stored-only``, so that only the stored answers' missing verdicts are asked.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,45 @@ from eval.paired import row_scores
 from typed_rag.store import read_jsonl
 
 HEADLINE = "wiki-nfqa__reranked"
+
+
+def _source(replay: Path, before: dict[str, Path] | None = None) -> Path:
+    """The run a replay copied: ``results/<its name with __ as />``, or ``before``'s."""
+    return (before or {}).get(replay.name) or Path("results", *replay.name.split("__"))
+
+
+def _replace(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with ``flag``'s value replaced (or the pair added)."""
+    if flag in argv:
+        i = argv.index(flag)
+        return [*argv[: i + 1], value, *argv[i + 2 :]]
+    return [*argv, flag, value]
+
+
+def judge_command(run: Path, replay: Path, sets: Sequence[str]) -> list[str]:
+    """The command that judges ``replay``'s changed answers as ``run`` judged its own: the
+    run's last ``eval run`` invocation, its route as its fingerprint says (a splice moves
+    it without an invocation), ``sets`` added, typed-rag only, ``--out`` the replay, and
+    ``--stored-only`` (a run answered in part elsewhere would otherwise answer the rest)."""
+    manifest = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    argv = next(
+        i["argv"]
+        for i in reversed(manifest.get("invocations", []))
+        if "eval" in i["argv"] and "run" in i["argv"]
+    )
+    at = argv.index("eval")
+    route = manifest.get("fingerprint", {}).get("route")
+    head = ["typed-rag"]
+    for flag, value in zip(argv[1:at:2], argv[2:at:2], strict=True):
+        if not (route and value.startswith("eval.route=")):
+            head += [flag, value]
+    if route:
+        head += ["--set", f"eval.route={route}"]
+    for item in sets:
+        head += ["--set", item]
+    tail = _replace(_replace(argv[at:], "--methods", "typed-rag"), "--out", str(replay))
+    extra = [flag for flag in ("--stored-only", "--no-progress") if flag not in tail]
+    return [*head, *tail, *extra]
 
 
 def _typed(path: Path) -> dict[str, dict[str, Any]]:
@@ -45,7 +91,7 @@ def changed_pairs(
     records, seen = [], set()
     runs = sorted((folder / "runs").iterdir(), key=lambda p: (p.name != HEADLINE, p.name))
     for replay in runs:
-        source = (before or {}).get(replay.name) or Path("results", *replay.name.split("__"))
+        source = _source(replay, before)
         after, original = _typed(replay / "answers.jsonl"), _typed(source / "answers.jsonl")
         judged, judged_before = _typed(replay / "scores.jsonl"), _typed(source / "scores.jsonl")
         for qid, row in after.items():
@@ -92,10 +138,28 @@ def main() -> None:
         metavar="RUN=DIR",
         help="the answers as generated for a replay whose run has since moved to the cut",
     )
+    parser.add_argument(
+        "--commands",
+        action="store_true",
+        help="print the command judging each replay with changed answers, then stop",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="with --commands"
+    )
     args = parser.parse_args()
     if bad := [item for item in args.before if "=" not in item]:
         parser.error(f"--before takes RUN=DIR, got {', '.join(bad)}")
     before = {run: Path(d) for run, d in (item.split("=", 1) for item in args.before)}
+    if args.commands:
+        for replay in sorted((args.folder / "runs").iterdir()):
+            changed = [
+                q
+                for q, row in _typed(replay / "answers.jsonl").items()
+                if (row.get("result") or {}).get(args.flag)
+            ]
+            if changed:
+                print(shlex.join(judge_command(_source(replay, before), replay, args.set)))
+        return
     records = changed_pairs(args.folder, args.flag, before)
     summary = summarize(records)
     routes = sorted({r["route"] for r in records})

@@ -1,5 +1,5 @@
 """``method.trim_cut_off`` (with ``method.drop_echo``, ``method.drop_draft_talk``,
-``method.drop_passage_copies`` and ``method.factoid_sentences``)
+``method.drop_passage_copies``, ``method.drop_repeats`` and ``method.factoid_sentences``)
 replayed on the answers of an ``eval run`` directory.
 
 Each cuts a finished answer, so the run's answers need not be generated again: this copies a
@@ -18,6 +18,7 @@ pairs the two.
     python -m benchmarks.trim_replay RUN --drop-echo --out DIR
     python -m benchmarks.trim_replay RUN --drop-draft-talk --out DIR
     python -m benchmarks.trim_replay RUN --drop-passage-copies --out DIR
+    python -m benchmarks.trim_replay RUN --drop-repeats --out DIR
 
 ``--match-length rag`` is a probe of the judge, not a method: each answer is cut to its
 longest run of whole sentences no longer (in words the judge reads) than the named method's
@@ -73,6 +74,7 @@ def replay(
     match_length: str | None = None,
     drop_draft_talk: bool = False,
     drop_passage_copies: bool = False,
+    drop_repeats: bool = False,
 ) -> tuple[int, int]:
     """Write the cut answers of ``methods`` (:func:`typed_rag.finishing.cut_answer`; with
     ``match_length`` also :func:`within_words` that method's answer) and the unchanged
@@ -98,6 +100,7 @@ def replay(
                 sentences=factoid_sentences if factoid else None,
                 draft_talk=drop_draft_talk and "draft" in (result.get("plan") or {}),
                 passage_copies=drop_passage_copies,
+                repeats=drop_repeats,
             )
             text = cut.answer
             if row["question_id"] in budget:
@@ -148,6 +151,9 @@ def main() -> None:
         help="also drop the paragraphs after the first that copy a shown passage",
     )
     parser.add_argument(
+        "--drop-repeats", action="store_true", help="also drop the sentences said again"
+    )
+    parser.add_argument(
         "--match-length",
         metavar="METHOD",
         help="also cut each answer to whole sentences no longer than METHOD's answer (a judge probe)",
@@ -165,6 +171,7 @@ def main() -> None:
         args.match_length,
         args.drop_draft_talk,
         args.drop_passage_copies,
+        args.drop_repeats,
     )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 

@@ -37,13 +37,14 @@ from eval.manifest import scorer_name, write_manifest
 from eval.methods import parse_methods
 from eval.report import write_report
 from eval.routes import CLASSIFIED
-from eval.runner import RUN_LABELS, EvalRunner
+from eval.runner import ANSWERS, RUN_LABELS, EvalRunner
 from eval.selection import select_questions
 from eval.splice import Classify, splice
 from eval.wikinfqa import parse_subsets
 from typed_rag import engines, system
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.store import read_jsonl
 from typed_rag.types import QuestionType
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="use the paper's prompt ([[n]] = worse than all) instead of original LINKAGE",
     )
     p.add_argument("--coverage", action="store_true", help="also judge sub-question coverage")
+    p.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="answer nothing new: only the selected questions --out already holds an answer "
+        "to, judged where they lack a verdict (a replayed run's changed answers)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
         "--ray",
@@ -234,6 +241,22 @@ def obtain_labels(
 # ---------------------------------------------------------------------- run
 
 
+def stored_questions(records: list[Any], run_dir: Path, methods: list[str]) -> list[Any]:
+    """The ``records`` that ``run_dir`` holds an answer of every one of ``methods`` to."""
+    answers = run_dir / ANSWERS
+    rows = read_jsonl(answers) if answers.exists() else []
+    have: dict[str, set[str]] = {}
+    for row in rows:
+        have.setdefault(str(row.get("question_id")), set()).add(str(row.get("method")))
+    kept = [r for r in records if set(methods) <= have.get(r.question_id, set())]
+    if not kept:
+        raise UserError(
+            f"--stored-only: {run_dir} holds no {', '.join(methods)} answer to the selected "
+            "questions; drop --stored-only to answer them"
+        )
+    return kept
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.ray_workers is not None and not args.ray:
         raise UserError("--ray-workers needs --ray ADDRESS (e.g. --ray local)")
@@ -259,6 +282,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         _type_list(args.types),
         args.first,
     )
+    if args.stored_only:
+        records = stored_questions(records, run_dir, methods)
     write_manifest(
         run_dir,
         settings,

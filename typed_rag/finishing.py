@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.pipelines import Context
+from typed_rag.repeats import drop_repeats
 from typed_rag.result import Result
 
 # A sentence end: . ! or ? (with closing quotes or brackets) and any citation groups,
@@ -62,6 +63,7 @@ class Cut:
     unechoed: bool = False
     undrafted: bool = False
     uncopied: bool = False
+    unrepeated: bool = False
     trimmed: bool = False
     shortened: bool = False
 
@@ -79,12 +81,13 @@ def cut_answer(
     sentences: int | None = None,
     draft_talk: bool = False,
     passage_copies: bool = False,
+    repeats: bool = False,
 ) -> Cut:
     """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
     complete sentence, sentences about the draft dropped (``draft_talk``), paragraphs
-    copying a shown passage dropped (``passage_copies``), then only the first ``sentences``
-    kept. One function, so that ``benchmarks.trim_replay`` cuts stored
+    copying a shown passage dropped (``passage_copies``), sentences said again dropped
+    (``repeats``), then only the first ``sentences`` kept. One function, so that ``benchmarks.trim_replay`` cuts stored
     answers exactly as the pipeline does."""
     cut = Cut(answer)
     if drop_echo:
@@ -99,6 +102,9 @@ def cut_answer(
     if passage_copies:
         uncopied = drop_passage_copies(cut.answer)
         cut.uncopied, cut.answer = uncopied != cut.answer, uncopied
+    if repeats:
+        unrepeated = drop_repeats(cut.answer)
+        cut.unrepeated, cut.answer = unrepeated != cut.answer, unrepeated
     if sentences:
         short = first_sentences(cut.answer, sentences)
         cut.shortened, cut.answer = short != cut.answer, short
@@ -113,7 +119,7 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
     as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk``,
-    ``method.drop_passage_copies`` and (factoid route) ``method.factoid_sentences`` say.
+    ``method.drop_passage_copies``, ``method.drop_repeats`` and (factoid route) ``method.factoid_sentences`` say.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}
@@ -140,6 +146,7 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
             draft_talk=opts.drop_draft_talk and "draft" in result.plan,
             passage_copies=opts.drop_passage_copies,
+            repeats=opts.drop_repeats,
         )
         result.answer = cut.answer
         for name, cut_made in cut.flags().items():

@@ -79,6 +79,7 @@ class MethodOptions(BaseModel):
     drop_echo: bool = False
     drop_draft_talk: bool = False
     drop_passage_copies: bool = False
+    drop_repeats: bool = False
     trim_cut_off: bool = False
     experience_retrieval: Literal["question", "keywords", "both"] = "question"
     experience_rerank: Literal["keywords", "question", "both"] = "keywords"
@@ -199,6 +200,10 @@ class MethodSettings(BaseModel):
     # way the prompt lists it ("[3] Malta, a Southern European island ..."), and the "...
     # the following references:" line before them (trace: ``uncopied``; not streamed).
     drop_passage_copies: bool | None = None
+    # A typed-rag answer says each repeated sentence once: a long one written again, or a
+    # short one written three times or more, as a small model's loops do ("- [1] 6 days",
+    # "- [2] 6 days", ...) (trace: ``unrepeated``; not streamed).
+    drop_repeats: bool | None = None
     # A typed-rag answer that ``sampling.max_tokens`` cut off ends at its last complete
     # sentence (trace: ``trimmed``) instead of mid-word (not a streamed answer).
     trim_cut_off: bool | None = None

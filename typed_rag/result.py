@@ -69,6 +69,8 @@ class Result(BaseModel):
     undrafted: bool = False
     # Paragraphs copying a shown passage were dropped (method.drop_passage_copies).
     uncopied: bool = False
+    # Sentences said again were dropped (method.drop_repeats).
+    unrepeated: bool = False
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

@@ -622,14 +622,20 @@ def test_drop_passage_copies(text: str, expected: str | None) -> None:
 
 
 @pytest.mark.parametrize("drop", [False, True])
-async def test_drop_passage_copies_cuts_typed_answers_only(make_rag, settings, drop) -> None:
-    set_method(settings, drop_passage_copies=drop)
-    text = f"{ANSWER}\n\n{COPIED}"
+@pytest.mark.parametrize(
+    ("option", "flag", "extra"),
+    [("drop_passage_copies", "uncopied", COPIED), ("drop_repeats", "unrepeated", ANSWER)],
+)
+async def test_finishing_cut_changes_typed_answers_only(
+    make_rag, settings, drop, option, flag, extra
+) -> None:
+    set_method(settings, **{option: drop})
+    text = f"{ANSWER}\n\n{extra}"
     rag, _ = make_rag(scripted_responder({}, lambda req: text))
     result = await rag.answer(Q, force_type=T.FACTOID)
-    assert result.answer == (ANSWER if drop else text) and result.uncopied is drop
+    assert result.answer == (ANSWER if drop else text) and getattr(result, flag) is drop
     baseline = await rag.answer(Q, mode="rag")
-    assert baseline.answer == text and not baseline.uncopied
+    assert baseline.answer == text and not getattr(baseline, flag)
 
 
 @pytest.mark.parametrize("drop", [False, True])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cut_pairs import changed_pairs, summarize
+from benchmarks.cut_pairs import changed_pairs, judge_command, summarize
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -42,3 +42,26 @@ def test_changed_answers_are_paired_once_each(
     assert records[0]["mrr"][0] < records[0]["mrr"][1]
     assert summarize(records)["better"] == 1
     assert changed_pairs(tmp_path / "folder", "unechoed") == []  # another cut's flag
+
+
+def test_judge_command_is_the_runs_own_with_its_spliced_route(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    argv = ["/venv/bin/typed-rag", "--set", "eval.route=labels-factoid", "--set", "a=1"]
+    argv += ["eval", "run", "--methods", "llm,rag,typed-rag", "--first", "9", "--out", "old"]
+    manifest = {
+        "invocations": [{"argv": ["typed-rag", "eval", "report", "old"]}, {"argv": argv}],
+        "fingerprint": {"route": "labels-classifier"},
+    }
+    (run / "run.json").write_text(json.dumps(manifest))
+
+    cmd = judge_command(run, Path("folder/runs/x"), ["method.drop_repeats=true"])
+
+    assert cmd == [
+        "typed-rag", "--set", "a=1", "--set", "eval.route=labels-classifier",
+        "--set", "method.drop_repeats=true", "eval", "run", "--methods", "typed-rag",
+        "--first", "9", "--out", "folder/runs/x", "--stored-only", "--no-progress",
+    ]  # fmt: skip
+    # a run without a route in its fingerprint keeps the one its command named
+    (run / "run.json").write_text(json.dumps({**manifest, "fingerprint": {}}))
+    assert "eval.route=labels-factoid" in judge_command(run, Path("r"), [])

@@ -279,6 +279,28 @@ def test_scorer_settings_come_from_their_own_toml(tmp_path: Path) -> None:
     assert generator.engine.backend == "fake"  # the generator's settings are untouched
 
 
+def test_eval_run_stored_only_judges_the_stored_answers_and_answers_nothing(
+    tmp_path: Path, nfqa_dir: Path, stand_ins: dict, capsys
+) -> None:
+    """A replayed run (some answers copied in, none judged) is judged without answering the
+    selected questions it lacks; with nothing stored, it says so instead of answering."""
+    first, replay = tmp_path / "first", tmp_path / "replay"
+    run = [*base_args(tmp_path, nfqa_dir), "eval", "run", "--subsets", "nq", "--no-progress"]
+    assert main([*run, "--methods", "rag", "--out", str(first)]) == 0
+    rows = [json.loads(line) for line in (first / "answers.jsonl").read_text().splitlines()]
+    replay.mkdir()
+    (replay / "answers.jsonl").write_text(json.dumps(rows[0]) + "\n")
+
+    assert main([*run, "--methods", "rag", "--out", str(replay), "--stored-only"]) == 0
+    answers = (replay / "answers.jsonl").read_text().splitlines()
+    scores = (replay / "scores.jsonl").read_text().splitlines()
+    assert len(answers) == 1 and len(rows) > 1  # the rest of the selection was not answered
+    assert [json.loads(s)["question_id"] for s in scores] == [rows[0]["question_id"]]
+
+    assert main([*run, "--methods", "llm", "--out", str(replay), "--stored-only"]) == 2
+    assert "--stored-only" in capsys.readouterr().err
+
+
 def test_eval_context_judges_a_run_on_disk(
     tmp_path: Path, nfqa_dir: Path, stand_ins: dict, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:

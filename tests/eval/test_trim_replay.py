@@ -138,3 +138,19 @@ def test_replay_drops_copied_passages_and_their_citations(tmp_path: Path) -> Non
     assert out[0]["result"]["citations"] == [1]  # the copy's [2] went with it
     assert out[1]["answer"] == LONG
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
+
+
+def test_replay_drops_repeated_sentences(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    looped = "It is the crust of the planet, its outer layer [1].\n" * 3
+    answers = [_row("typed-rag", "q1", "REASON", looped), _row("typed-rag", "q2", "REASON")]
+    _write(run / "answers.jsonl", answers)
+    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
+
+    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_repeats=True) == (2, 1)
+
+    out = _read(tmp_path / "out/answers.jsonl")
+    assert out[0]["answer"] == "It is the crust of the planet, its outer layer [1]."
+    assert out[0]["result"]["unrepeated"] and out[1]["answer"] == LONG
+    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
