@@ -123,7 +123,7 @@ def specifics(text: str) -> set[str]:
     return out
 
 
-def _named_in(text: str) -> set[str]:
+def named_in(text: str) -> set[str]:
     """What :func:`specifics` of a sentence is looked up in: every number and word of a
     passage, lower-cased."""
     return {n.replace(",", "") for n in _NUMBER.findall(text)} | {
@@ -198,7 +198,7 @@ def attach_citations(
     """
     bags = {p.citation: {stem(w) for w in content_words(f"{p.title} {p.text}")} for p in passages}
     named = (
-        {p.citation: _named_in(f"{p.title} {p.text}") for p in passages} if check_specifics else {}
+        {p.citation: named_in(f"{p.title} {p.text}") for p in passages} if check_specifics else {}
     )
     added: list[int] = []
     dropped: list[int] = []
