@@ -152,12 +152,8 @@ def main() -> None:
     before = {run: Path(d) for run, d in (item.split("=", 1) for item in args.before)}
     if args.commands:
         for replay in sorted((args.folder / "runs").iterdir()):
-            changed = [
-                q
-                for q, row in _typed(replay / "answers.jsonl").items()
-                if (row.get("result") or {}).get(args.flag)
-            ]
-            if changed:
+            rows = _typed(replay / "answers.jsonl").values()
+            if any((row.get("result") or {}).get(args.flag) for row in rows):
                 print(shlex.join(judge_command(_source(replay, before), replay, args.set)))
         return
     records = changed_pairs(args.folder, args.flag, before)

@@ -3,7 +3,7 @@
 Issue 15's second citation bar ("at least 70% of cited sentences are judged supported by
 their citation") is read by the 1.5B support judge, so its verdicts are worth knowing on
 statements whose answer is known. From the passages a run showed (one per question, the
-first with a sentence of 8 to 40 words), three kinds of (statement, passage) pairs:
+first with a sentence of 8 to 40 words), four kinds of (statement, passage) pairs:
 
 - ``verbatim``: a sentence of the passage, against that passage: supported;
 - ``reworded``: that sentence rewritten by the generator (temperature 0, "in your own words,
@@ -118,7 +118,7 @@ def build_pairs(
     texts: Mapping[str, tuple[str, str]],
     seed: int = 42,
 ) -> list[Pair]:
-    """The three kinds of pair for each (question id, passage id) of ``shown``; the
+    """The verbatim, altered and elsewhere pairs of each (question id, passage id) of ``shown``; the
     ``elsewhere`` and ``altered`` material comes from the next question's passage."""
     rng = random.Random(seed)
     pairs: list[Pair] = []
