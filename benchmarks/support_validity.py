@@ -118,8 +118,9 @@ def build_pairs(
     texts: Mapping[str, tuple[str, str]],
     seed: int = 42,
 ) -> list[Pair]:
-    """The verbatim, altered and elsewhere pairs of each (question id, passage id) of ``shown``; the
-    ``elsewhere`` and ``altered`` material comes from the next question's passage."""
+    """The verbatim, altered and elsewhere pairs of each (question id, passage id) of
+    ``shown``; the ``elsewhere`` and ``altered`` material comes from the next question's
+    passage (``reworded`` pairs need the generator: :func:`reworded`)."""
     rng = random.Random(seed)
     pairs: list[Pair] = []
     for i, (qid, pid) in enumerate(shown):
