@@ -91,9 +91,20 @@ def sentence_of(text: str, rng: random.Random) -> str | None:
     return rng.choice(fit) if fit else None
 
 
+def names_in(text: str) -> set[str]:
+    """The capitalised words of ``text`` that open no sentence and are no stop words: its
+    names ("Mogadishu", "Tardini"), not "Because" or "Several"."""
+    return {
+        m.group(0)
+        for sentence in _SENTENCE.split(text)
+        for m in _NAME.finditer(sentence)
+        if m.start() and m.group(0).lower() not in STOPWORDS
+    }
+
+
 def altered(sentence: str, other: str, rng: random.Random) -> str | None:
     """``sentence`` with one fact changed: a number moved by a few units, else a name (a
-    capitalised word after the first) swapped for one of ``other`` it does not contain.
+    capitalised word after the first) swapped for a name of ``other`` it does not contain.
     None when it has neither."""
     numbers = list(_NUMBER.finditer(sentence))
     if numbers:
@@ -104,9 +115,7 @@ def altered(sentence: str, other: str, rng: random.Random) -> str | None:
     names = [
         m for m in _NAME.finditer(sentence) if m.start() and m.group(0).lower() not in STOPWORDS
     ]
-    swaps = sorted(
-        {w for w in _NAME.findall(other) if w.lower() not in own and w.lower() not in STOPWORDS}
-    )
+    swaps = sorted(w for w in names_in(other) if w.lower() not in own)
     if not names or not swaps:
         return None
     m = rng.choice(names)
@@ -121,9 +130,9 @@ def build_pairs(
     """The verbatim, altered and elsewhere pairs of each (question id, passage id) of
     ``shown``; the ``elsewhere`` and ``altered`` material comes from the next question's
     passage (``reworded`` pairs need the generator: :func:`reworded`)."""
-    rng = random.Random(seed)
     pairs: list[Pair] = []
     for i, (qid, pid) in enumerate(shown):
+        rng = random.Random(f"{seed}:{qid}")  # each question's pairs stand on their own
         sentence = sentence_of(texts[pid][1], rng)
         if sentence is None:
             continue

@@ -15,6 +15,7 @@ from benchmarks.support_validity import (
     first_passages,
     judge,
     kept_rewrite,
+    names_in,
     plot,
     reworded,
     sentence_of,
@@ -53,6 +54,11 @@ def test_altered_changes_one_number_else_one_name() -> None:
     changed = [(a, b) for a, b in zip(named.split(), name.split(), strict=True) if a != b]
     assert len(changed) == 1 and changed[0][1].rstrip(".") in {"Moon", "Earth", "Galileo", "Kepler"}
     assert altered("it has no number nor name at all here.", MOON, rng) is None
+    # a swap takes a name, never a word that only opens a sentence
+    assert names_in("His work was praised. Because of Kepler, the Moon orbits.") == {
+        "Kepler",
+        "Moon",
+    }
 
 
 def test_build_pairs_makes_the_three_kinds_from_neighbouring_questions() -> None:
