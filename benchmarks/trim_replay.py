@@ -166,12 +166,12 @@ def main() -> None:
         args.run_dir,
         args.out,
         methods,
-        args.factoid_sentences,
-        args.drop_echo,
-        args.match_length,
-        args.drop_draft_talk,
-        args.drop_passage_copies,
-        args.drop_repeats,
+        factoid_sentences=args.factoid_sentences,
+        drop_echo=args.drop_echo,
+        match_length=args.match_length,
+        drop_draft_talk=args.drop_draft_talk,
+        drop_passage_copies=args.drop_passage_copies,
+        drop_repeats=args.drop_repeats,
     )
     print(f"{answers} answers copied to {args.out}, {changed} changed (to be judged)")
 
