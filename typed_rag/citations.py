@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from typed_rag.messages import CITATION_GROUP, Numbered, cited_numbers
+from typed_rag.sentences import NOT_ABBREVIATION
 from typed_rag.subanswers import STOPWORDS, content_words, stem
 
 
@@ -54,7 +55,7 @@ _SPACED_GROUP = re.compile(r"([ \t]*)" + CITATION_GROUP.pattern)
 
 
 _ONLY_CITATIONS = re.compile(r"(\[[\d,; ]+\]\s*)+[.!?]?")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[-])")
+_SENTENCE = re.compile(rf"{NOT_ABBREVIATION}(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[-])")
 _LIST_MARKER = re.compile(r"(?:\d{1,2}[.)]|[-*•])")
 
 
@@ -87,7 +88,7 @@ POST_CITE_MIN_SHARE = 0.3
 # after its first that are not stop words (names: "Rudolf", "Hess", "Denver").
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
-_SPLIT_KEEP = re.compile(r"((?<=[.!?])[ \t]+)")
+_SPLIT_KEEP = re.compile(rf"({NOT_ABBREVIATION}(?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 # One or more adjacent citation groups ("[2]", "[2][3]").
 _GROUPS = f"(?:{CITATION_GROUP.pattern})+"

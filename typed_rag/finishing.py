@@ -12,10 +12,11 @@ from typed_rag.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.pipelines import Context
 from typed_rag.repeats import drop_repeats
 from typed_rag.result import Result
+from typed_rag.sentences import NOT_ABBREVIATION
 
-# A sentence end: . ! or ? (with closing quotes or brackets) and any citation groups,
-# before white space or the end of the text.
-_SENTENCE_END = re.compile(r"[.!?][\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
+# A sentence end: . ! or ? (not an initial's or abbreviation's full stop, with closing
+# quotes or brackets) and any citation groups, before white space or the end of the text.
+_SENTENCE_END = re.compile(rf"[.!?]{NOT_ABBREVIATION}[\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
 _LIST_MARKER = re.compile(r"(?:^|\n)[ \t]*\d{1,2}$")
 
 

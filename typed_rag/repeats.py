@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 from typed_rag.messages import CITATION_GROUP
+from typed_rag.sentences import NOT_ABBREVIATION
 
 # A long sentence is never worth saying twice; a short one said this often is a loop.
 LONG_WORDS = 8
@@ -20,10 +21,7 @@ LOOP_TIMES = 3
 # A sentence ends at "." or "!" before a space and a capital, digit or mark, unless the "."
 # closes an initial or a title ("George W. Bush", "Dr. Kay"). Not at "?": a question inside
 # a line is as often part of a title ("Why Can't Elephants Jump? Why Are ...").
-_SENTENCE_END = re.compile(
-    r"(?<![\s(][A-Z]\.)(?<!\b(?:Mr|Dr|St|Jr|Sr|vs)\.)(?<!\bMrs\.)(?<=[.!])[ \t]+"
-    r"(?=[A-Z0-9\"'(*\[-])"
-)
+_SENTENCE_END = re.compile(rf"{NOT_ABBREVIATION}(?<=[.!])[ \t]+(?=[A-Z0-9\"'(*\[-])")
 # A heading, or a line (list item) that is all bold: the answer's layout, said again on
 # purpose (a sub-question named in a list, then as the heading of its part).
 _LAYOUT = re.compile(

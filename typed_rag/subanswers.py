@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from typed_rag.messages import CITATION_GROUP
+from typed_rag.sentences import passage_sentences
 
 # Content words an answer must add beyond its query to count as saying something.
 MIN_NEW_WORDS = 2
@@ -88,16 +89,13 @@ def uninformative(query: str, answer: str) -> str | None:
         1, len(asked)
     ):
         return "restates-query"
-    sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
+    sentences = [s for s in passage_sentences(text) if s.strip()]
     informative = [s for s in sentences if not says_unknown(s)]
     if len(informative) < len(sentences):
         added = {stem(w) for s in informative for w in content_words(s)} - asked
         if len(added) < MIN_NEW_WORDS_BESIDE_DISCLAIMER:
             return "no-information"
     return None
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def says_unknown(text: str) -> bool:
@@ -174,7 +172,7 @@ def _ranked_sentences(query: str, passages: Sources) -> list[_Sentence]:
     out = [
         _Sentence(len(asked & {stem(w) for w in content_words(text)}), (rank, pos), text, number)
         for rank, (number, passage) in enumerate(passages)
-        for pos, sentence in enumerate(_SENTENCE_END.split(passage))
+        for pos, sentence in enumerate(passage_sentences(passage))
         if len((text := sentence.strip()).split()) >= MIN_SENTENCE_WORDS
     ]
     return sorted(out, key=lambda c: (-c.hits, c.order))

@@ -356,6 +356,8 @@ async def test_trim_cut_off_ends_a_cut_answer_at_its_last_sentence(
         ),
         ('He said "stop." Then he', 'He said "stop."'),
         ("Costs rose 3.5 percent in 1998. The", "Costs rose 3.5 percent in 1998."),
+        # An initial's full stop ends no sentence: the cut never leaves "John F." at the end.
+        ("He left [1]. He met John F. Ken", "He left [1]."),
         ("no sentence ends here", "no sentence ends here"),
     ],
 )
