@@ -91,15 +91,17 @@ def sentence_of(text: str, rng: random.Random) -> str | None:
     return rng.choice(fit) if fit else None
 
 
+def _names(sentence: str) -> list[re.Match[str]]:
+    """The capitalised words of one sentence after its first that are no stop words."""
+    return [
+        m for m in _NAME.finditer(sentence) if m.start() and m.group(0).lower() not in STOPWORDS
+    ]
+
+
 def names_in(text: str) -> set[str]:
     """The capitalised words of ``text`` that open no sentence and are no stop words: its
     names ("Mogadishu", "Tardini"), not "Because" or "Several"."""
-    return {
-        m.group(0)
-        for sentence in _SENTENCE.split(text)
-        for m in _NAME.finditer(sentence)
-        if m.start() and m.group(0).lower() not in STOPWORDS
-    }
+    return {m.group(0) for sentence in _SENTENCE.split(text) for m in _names(sentence)}
 
 
 def altered(sentence: str, other: str, rng: random.Random) -> str | None:
@@ -112,9 +114,7 @@ def altered(sentence: str, other: str, rng: random.Random) -> str | None:
         value = int(m.group(0)) + rng.choice((3, 7, 11))
         return f"{sentence[: m.start()]}{value}{sentence[m.end() :]}"
     own = {w.lower() for w in re.findall(r"[A-Za-z]+", sentence)}
-    names = [
-        m for m in _NAME.finditer(sentence) if m.start() and m.group(0).lower() not in STOPWORDS
-    ]
+    names = _names(sentence)
     swaps = sorted(w for w in names_in(other) if w.lower() not in own)
     if not names or not swaps:
         return None
@@ -252,15 +252,14 @@ async def judge(
     store = JsonlStore(out / VERDICTS, key=_key)
     rows = [{"model": model, **asdict(p)} for p in pairs]
     todo = [(p, r) for p, r in zip(pairs, rows, strict=True) if store.get(_key(r)) is None]
-    async with engine:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            reqs = [support_request(p.statement, *texts[p.passage_id]) for p, _ in chunk]
-            results = await engine.score_choices(reqs)
-            store.append(
-                {**r, "p_yes": p_yes(x.logprobs)} for (_, r), x in zip(chunk, results, strict=True)
-            )
-            print(f"\r  verdicts {start + len(chunk)}/{len(todo)}", end="", flush=True)
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start : start + batch_size]
+        reqs = [support_request(p.statement, *texts[p.passage_id]) for p, _ in chunk]
+        results = await engine.score_choices(reqs)
+        store.append(
+            {**r, "p_yes": p_yes(x.logprobs)} for (_, r), x in zip(chunk, results, strict=True)
+        )
+        print(f"\r  verdicts {start + len(chunk)}/{len(todo)}", end="", flush=True)
     return [float(store.get(_key(r))["p_yes"]) for r in rows]  # type: ignore[index]
 
 
