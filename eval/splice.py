@@ -13,8 +13,9 @@ A run can move between ``eval.route=labels``, ``labels-factoid`` and ``labels-cl
 the same way: the questions whose route changes (:func:`eval.routes.label_route`) are the
 affected ones, together with those whose route a changed option acts on.
 
-The options that act on the factoid route only (``method_settings.FACTOID_ONLY``, e.g.
-``method.factoid_guidance``) affect the FACTOID-route answers, taken from the source likewise.
+The options that act on one route only (``method_settings.ROUTE_ONLY``: the factoid
+route's, e.g. ``method.factoid_guidance``; DEBATE's ``method.debate_route``) affect that
+route's answers, taken from the source likewise.
 
 An option that acts on every type (``method.drop_echo``) affects every answer of the method:
 all of them are taken from the source, typically a replay of this run
@@ -34,9 +35,8 @@ from eval.runner import ANSWERS, SCORES
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.method_settings import FACTOID_ONLY, MethodOptions
+from typed_rag.method_settings import ROUTE_ONLY, MethodOptions
 from typed_rag.store import read_jsonl, rewrite_jsonl
-from typed_rag.types import QuestionType
 
 Classify = Callable[[Sequence[str]], Sequence[TypePrediction | None]]
 # Fingerprint keys a splice may change: the method options and how typed-rag is routed.
@@ -44,7 +44,6 @@ MOVABLE = ("method", "route")
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
-FACTOID = QuestionType.FACTOID.value
 PAPER = MethodOptions().model_dump(mode="json")
 # The folder of a run where each splice keeps the rows it replaced or removed.
 SPLICED = "spliced"
@@ -62,7 +61,9 @@ def _active(options: dict[str, Any], option: str) -> set[str]:
 
 def _unscoped_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The options that act on every type and differ between two sets of method options."""
-    scoped = set(TYPE_SCOPED) | set(TYPE_SCOPED.values()) | set(FACTOID_ONLY)
+    scoped = (
+        set(TYPE_SCOPED) | set(TYPE_SCOPED.values()) | {o for os in ROUTE_ONLY.values() for o in os}
+    )
     return [k for k in b if k not in scoped and a[k] != b[k]]
 
 
@@ -75,8 +76,7 @@ def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
         types |= before ^ after
         if old[option] != new[option]:
             types |= before & after
-    if any(old[option] != new[option] for option in FACTOID_ONLY):
-        types.add(FACTOID)
+    types |= {r for r, opts in ROUTE_ONLY.items() if any(old[o] != new[o] for o in opts)}
     return types
 
 
@@ -114,11 +114,11 @@ def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], 
                 f"for {sorted(on_source) or 'no type'}; the settings given have "
                 f"{new[option]!r} for {sorted(on_new) or 'no type'}"
             )
-    if FACTOID in types:
-        differ = [o for o in FACTOID_ONLY if source[o] != new[o]]
+    for route in types & set(ROUTE_ONLY):
+        differ = [o for o in ROUTE_ONLY[route] if source[o] != new[o]]
         if differ:
             raise UserError(
-                f"{name} answered the factoid route with other method options: "
+                f"{name} answered the {route} route with other method options: "
                 + ", ".join(f"{o}={source[o]!r} (the settings given: {new[o]!r})" for o in differ)
             )
 

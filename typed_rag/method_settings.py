@@ -55,6 +55,10 @@ METHOD_PROFILES["fast"] = {
     # go: the user sees the passages beside the answer (21 stored answers changed, +0.067
     # [+0.020, +0.130] MRR; results/method/passage-copies).
     "drop_passage_copies": True,
+    # DEBATE questions are answered by REASON's pipeline (sub-queries, draft, aggregator):
+    # the mediator's "perspective" answers lost to the closed-book LLM on Wiki-NFQA's
+    # DEBATE questions (results/method/debate-as-reason).
+    "debate_route": "reason",
 }
 
 
@@ -95,6 +99,7 @@ class MethodOptions(BaseModel):
     anchor_sub_queries: bool = False
     sub_answers: Literal["generate", "extract"] = "generate"
     mediator_labels: Literal["responses", "perspectives"] = "responses"
+    debate_route: Literal["mediator", "reason"] = "mediator"
 
     @model_validator(mode="after")
     def _floor_below_min_share(self) -> MethodOptions:
@@ -105,9 +110,13 @@ class MethodOptions(BaseModel):
         return self
 
 
-# The options that act on the factoid route's answers only (pipelines.plain.answer_factoid
-# and finishing): ``eval splice`` moves a run to one of them by re-answering that route.
-FACTOID_ONLY = ("draft_query", "factoid_brief", "factoid_guidance", "factoid_sentences")
+# The options that act on one route's answers only (the factoid route's: pipelines.plain.
+# answer_factoid and finishing): ``eval splice`` moves a run to one of them by re-answering
+# that route.
+ROUTE_ONLY: dict[str, tuple[str, ...]] = {
+    "FACTOID": ("draft_query", "factoid_brief", "factoid_guidance", "factoid_sentences"),
+    "DEBATE": ("debate_route",),
+}
 
 
 class MethodSettings(BaseModel):
@@ -254,6 +263,13 @@ class MethodSettings(BaseModel):
     # headline DEBATE answers), labels the user never saw. Measured on those 41 questions:
     # -0.069 MRR [-0.121, -0.020] (it copies the prompt's layout instead), so not kept.
     mediator_labels: Literal["responses", "perspectives"] | None = None
+    # Which pipeline answers a DEBATE question: the paper's perspectives and mediator, or
+    # REASON's (sub-queries, the closed-book draft where REASON gets one, the aggregator),
+    # the question then answered as REASON throughout (trace: ``routed_type``). Wiki-NFQA's
+    # DEBATE questions mostly ask for a fact or an explanation ("what are the main
+    # objectives of labor unions"); split into sides by a 1.5B mediator ("Main Perspective
+    # 1: Friendship") they lost to the closed-book LLM (-0.16 MRR on the headline's 28).
+    debate_route: Literal["mediator", "reason"] | None = None
 
     @field_validator("own_knowledge_types", mode="before")
     @classmethod

@@ -78,6 +78,9 @@ class Result(BaseModel):
     predicted_type: str | None = None  # what the classifier said (may differ if unsure/forced)
     probabilities: dict[str, float] = Field(default_factory=dict)
     type_source: str = "classifier"  # "classifier" | "forced" | "low-confidence-default" | "none"
+    # The type routing chose, when a method option answers it as ``type`` instead
+    # (``method.debate_route``: a DEBATE question answered as REASON).
+    routed_type: str | None = None
     plan: dict[str, Any] = Field(default_factory=dict)
     # Coverage constraints found in the question: core question, include,
     # exclude, and what they dropped from or added to the plan. None: not asked.

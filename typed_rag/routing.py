@@ -8,7 +8,7 @@ what it did (or why it fell back) in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from typed_rag.classifier.base import TypePrediction
@@ -34,6 +34,14 @@ class Routing:
     type: QuestionType
     source: str  # "forced" | "classifier" | "low-confidence-default" | "none"
     prediction: TypePrediction | None = None
+    routed_from: QuestionType | None = None  # the type chosen, when answered as another
+
+
+def answered_as(routing: Routing, debate_route: str) -> Routing:
+    """A DEBATE question goes to REASON's pipeline under ``method.debate_route=reason``."""
+    if routing.type is QuestionType.DEBATE and debate_route == "reason":
+        return replace(routing, type=QuestionType.REASON, routed_from=QuestionType.DEBATE)
+    return routing
 
 
 def route(prediction: TypePrediction | None, force_type: TypeArg = None) -> Routing:

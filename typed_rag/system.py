@@ -43,6 +43,7 @@ from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_rerank
 from typed_rag.routing import (
     Routing,
     TypeArg,
+    answered_as,
     detect_constraints,
     make_standalone,
     parse_type,
@@ -348,8 +349,11 @@ class TypedRAG:
         else:
             prediction = None
         routing = self.route(prediction, force_type)
+        if mode == "typed-rag":
+            routing = answered_as(routing, self.settings.method.options().debate_route)
         result.type = routing.type.value
         result.type_source = routing.source
+        result.routed_type = routing.routed_from.value if routing.routed_from else None
         if routing.prediction is not None:
             result.predicted_type = routing.prediction.type.value
             result.probabilities = dict(routing.prediction.probabilities)
@@ -358,6 +362,7 @@ class TypedRAG:
             mode=mode,
             type=result.type,
             type_source=result.type_source,
+            routed_type=result.routed_type,
             predicted_type=result.predicted_type,
             probabilities=result.probabilities,
         )

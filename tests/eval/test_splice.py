@@ -11,7 +11,7 @@ import pytest
 from cli.main import main
 from eval.splice import affected_types
 from typed_rag.config import Settings
-from typed_rag.method_settings import FACTOID_ONLY
+from typed_rag.method_settings import ROUTE_ONLY
 from typed_rag.types import TYPED_TYPES
 
 FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}
@@ -167,7 +167,7 @@ def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
 
 def test_each_factoid_route_option_affects_the_factoid_route_only() -> None:
     other = {True: False, False: True, None: 2}  # a value each option does not have now
-    for option in FACTOID_ONLY:
+    for option in ROUTE_ONLY["FACTOID"]:
         # An option of that list which the method options lack would raise KeyError here.
         new = {**DEFAULT, option: other[DEFAULT[option]]}
         assert affected_types(DEFAULT, new) == {"FACTOID"}, option
@@ -294,7 +294,7 @@ def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
     ]
 
     assert main([*settings, "eval", "splice", str(run), "--from", str(unguided)]) == 2
-    assert "factoid route with other method options: factoid_guidance" in capsys.readouterr().err
+    assert "FACTOID route with other method options: factoid_guidance" in capsys.readouterr().err
     assert main([*settings, "eval", "splice", str(run), "--from", str(src)]) == 0
     rows = {r["question_id"]: r["answer"] for r in _read(run / "answers.jsonl")}
     assert rows == {"q1": "new", "q2": "old"}  # the REASON answer is not the option's to change
