@@ -51,6 +51,7 @@ from typed_rag.citations import named_in, specifics
 from typed_rag.config import load_settings, parse_overrides
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.factory import build_engine
+from typed_rag.sentences import NOT_ABBREVIATION
 from typed_rag.store import JsonlStore, read_jsonl
 from typed_rag.subanswers import STOPWORDS
 
@@ -64,7 +65,8 @@ REWRITE_PROMPT = (
     "nothing. Reply with the rewritten sentence only.\n\nSentence: {sentence}"
 )
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+# A sentence ends at ".", "!" or "?" before a capital, not at an initial ("John F. Kennedy").
+_SENTENCE = re.compile(rf"{NOT_ABBREVIATION}(?<=[.!?])\s+(?=[A-Z])")
 _NUMBER = re.compile(r"\b\d{1,4}\b")
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
