@@ -55,10 +55,6 @@ METHOD_PROFILES["fast"] = {
     # go: the user sees the passages beside the answer (21 stored answers changed, +0.067
     # [+0.020, +0.130] MRR; results/method/passage-copies).
     "drop_passage_copies": True,
-    # DEBATE questions are answered by REASON's pipeline (sub-queries, draft, aggregator):
-    # the mediator's "perspective" answers lost to the closed-book LLM on Wiki-NFQA's
-    # DEBATE questions (results/method/debate-as-reason).
-    "debate_route": "reason",
 }
 
 
@@ -267,8 +263,10 @@ class MethodSettings(BaseModel):
     # REASON's (sub-queries, the closed-book draft where REASON gets one, the aggregator),
     # the question then answered as REASON throughout (trace: ``routed_type``). Wiki-NFQA's
     # DEBATE questions mostly ask for a fact or an explanation ("what are the main
-    # objectives of labor unions"); split into sides by a 1.5B mediator ("Main Perspective
-    # 1: Friendship") they lost to the closed-book LLM (-0.16 MRR on the headline's 28).
+    # objectives of labor unions"), which a 1.5B mediator splits into sides ("Main
+    # Perspective 1: Friendship"). Measured (results/method/debate-as-reason): +0.085
+    # [+0.037, +0.129] on 28 fresh questions, +0.000 [-0.064, +0.064] on the headline's 28
+    # DEBATE-route ones, at 1.8x the time: not kept.
     debate_route: Literal["mediator", "reason"] | None = None
 
     @field_validator("own_knowledge_types", mode="before")

@@ -240,6 +240,41 @@ async def test_debate_drops_a_perspective_that_restates_its_query(make_rag, sett
     assert "(perspective: pro)" not in med and "(perspective: contra)" in med
 
 
+@pytest.mark.parametrize("route", ["mediator", "reason"])
+async def test_debate_route_picks_the_mediator_or_reasons_pipeline(
+    make_rag, settings, route
+) -> None:
+    set_method(settings, debate_route=route, answer_shapes=True)
+    rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE, "sub_query_plan": PLAN}))
+    result = await rag.answer("Should countries build nuclear power plants?", force_type=T.DEBATE)
+    final = engine.batches[-1][0]
+    if route == "reason":
+        # Answered as REASON throughout: its plan, aggregator and shape; the trace keeps DEBATE.
+        assert (result.type, result.routed_type, result.type_source) == (
+            "REASON",
+            "DEBATE",
+            "forced",
+        )
+        assert result.plan["sub_queries"] == SUBS and "debate_topic" not in result.plan
+        assert final.messages[0]["content"] == AGGREGATOR_SYSTEM
+        assert ANSWER_SHAPES["REASON"] in user_text(final)
+    else:
+        assert (result.type, result.routed_type) == ("DEBATE", None)
+        assert result.plan["debate_topic"] == "nuclear power"
+        assert final.messages[0]["content"] == MEDIATOR_SYSTEM
+    # Only typed-rag is routed: the baselines keep the type they report.
+    rag_result = await rag.answer("Should we?", mode="rag", force_type=T.DEBATE)
+    assert (rag_result.type, rag_result.routed_type) == ("DEBATE", None)
+
+
+def test_debate_route_is_the_mediator_unless_set() -> None:
+    assert load_settings(None).method.options().debate_route == "mediator"
+    chosen = load_settings(None, **{"method.debate_route": "reason"}).method.options()
+    assert chosen.debate_route == "reason"
+    with pytest.raises(ValidationError, match="debate_route"):
+        load_settings(None, **{"method.debate_route": "reasons"})
+
+
 # --- 3. answer shapes ------------------------------------------------------------------
 
 

@@ -165,12 +165,13 @@ def test_affected_types_are_those_an_option_acts_on_before_or_after() -> None:
     assert affected_types(DEFAULT, {**DEFAULT, "own_knowledge_types": ["REASON"]}) == set()
 
 
-def test_each_factoid_route_option_affects_the_factoid_route_only() -> None:
-    other = {True: False, False: True, None: 2}  # a value each option does not have now
-    for option in ROUTE_ONLY["FACTOID"]:
-        # An option of that list which the method options lack would raise KeyError here.
-        new = {**DEFAULT, option: other[DEFAULT[option]]}
-        assert affected_types(DEFAULT, new) == {"FACTOID"}, option
+def test_each_route_only_option_affects_its_route_only() -> None:
+    other = {True: False, False: True, None: 2, "mediator": "reason"}  # a value each lacks now
+    for route, options in ROUTE_ONLY.items():
+        for option in options:
+            # An option of that list which the method options lack would raise KeyError here.
+            new = {**DEFAULT, option: other[DEFAULT[option]]}
+            assert affected_types(DEFAULT, new) == {route}, option
 
 
 def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
