@@ -150,14 +150,17 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
     """The human-readable trace: type, plan, answer, numbered sources, cost."""
     out = out or sys.stdout  # looked up per call: tests and pipes replace sys.stdout
     w = out.write
-    prob = result.probabilities.get(result.type or "")
+    shown = result.routed_type or result.type  # the type routing chose (method.debate_route)
+    prob = result.probabilities.get(shown or "")
     detail = [result.type_source if result.type_source != "none" else "no classifier"]
     if prob is not None:
         detail.insert(0, f"p={prob:.2f}")
-    if result.predicted_type and result.predicted_type != result.type:
+    if result.predicted_type and result.predicted_type != shown:
         detail.append(f"classifier said {result.predicted_type}")
+    if result.routed_type:
+        detail.append(f"answered by the {result.type} pipeline")
     w(f"mode: {result.mode}\n")
-    w(f"type: {result.type} ({', '.join(detail)})\n")
+    w(f"type: {shown} ({', '.join(detail)})\n")
     found = result.constraints or {}
     if found.get("detected"):
         w(f"constraints: core question: {found.get('question', '')}\n")

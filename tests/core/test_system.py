@@ -146,6 +146,22 @@ def test_ask_json_and_flags(cli_rag, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["passages"] == []
 
 
+def test_ask_shows_the_routed_type_and_the_pipeline_that_answered(capsys) -> None:
+    from cli.ask import print_result
+
+    routed = Result(
+        question=Q,
+        mode="typed-rag",
+        type="REASON",
+        routed_type="DEBATE",
+        predicted_type="DEBATE",
+        probabilities={"DEBATE": 0.81, "REASON": 0.1},
+    )
+    print_result(routed)
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == "type: DEBATE (p=0.81, classifier, answered by the REASON pipeline)"
+
+
 def test_ask_bad_type_is_a_clear_error(cli_rag, capsys) -> None:
     assert main(["ask", Q, "--type", "opinion"]) == 2
     err = capsys.readouterr().err
