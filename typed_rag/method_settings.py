@@ -106,9 +106,9 @@ class MethodOptions(BaseModel):
         return self
 
 
-# The options that act on one route's answers only (the factoid route's: pipelines.plain.
-# answer_factoid and finishing): ``eval splice`` moves a run to one of them by re-answering
-# that route.
+# The options that act on one route's answers only (the factoid route's in pipelines.plain.
+# answer_factoid and finishing, DEBATE's in routing.answered_as): ``eval splice`` moves a
+# run to one of them by re-answering that route.
 ROUTE_ONLY: dict[str, tuple[str, ...]] = {
     "FACTOID": ("draft_query", "factoid_brief", "factoid_guidance", "factoid_sentences"),
     "DEBATE": ("debate_route",),

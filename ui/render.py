@@ -31,7 +31,8 @@ def badge_html(info: dict[str, Any] | None) -> str:
     """The detected question type with its probability, coloured by type."""
     if not info:
         return EMPTY_BADGE
-    qtype = info.get("type")
+    # The type routing chose; a method option may answer it with another type's pipeline.
+    qtype = info.get("routed_type") or info.get("type")
     mode = info.get("mode", "")
     if not qtype:
         label = MODE_NOTES.get(mode, "no type")
@@ -54,6 +55,9 @@ def badge_html(info: dict[str, Any] | None) -> str:
         note = f"classifier unsure ({html.escape(guess)}), answered as plain RAG"
     elif source == "none":
         note = "no classifier: answered as plain RAG"
+    if info.get("routed_type") and mode not in MODE_NOTES:
+        answered = f"answered by the {html.escape(str(info.get('type')))} pipeline"
+        note = f"{note}; {answered}" if note else answered
     note_html = f' <span class="tr-badge-note">{note}</span>' if note else ""
     return (
         f'<span class="tr-badge" data-type="{html.escape(qtype)}" '
@@ -142,7 +146,14 @@ def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     the same shape as the final ``typed_rag`` object, so the panels can show it live."""
     kind = event.get("event")
     if kind == "type":
-        for key in ("mode", "type", "type_source", "predicted_type", "probabilities"):
+        for key in (
+            "mode",
+            "type",
+            "type_source",
+            "routed_type",
+            "predicted_type",
+            "probabilities",
+        ):
             if key in event:
                 info[key] = event[key]
     elif kind == "plan":
