@@ -1,6 +1,6 @@
 """``method.trim_cut_off`` (with ``method.drop_echo``, ``method.drop_draft_talk``,
-``method.drop_passage_copies``, ``method.drop_repeats`` and ``method.factoid_sentences``)
-replayed on the answers of an ``eval run`` directory.
+``method.drop_source_talk``, ``method.drop_passage_copies``, ``method.drop_repeats`` and
+``method.factoid_sentences``) replayed on the answers of an ``eval run`` directory.
 
 Each cuts a finished answer, so the run's answers need not be generated again: this copies a
 method's answers (typed-rag by default) into a new run directory, cut by the function the
@@ -17,6 +17,7 @@ pairs the two.
     python -m benchmarks.trim_replay RUN --factoid-sentences 2 --out DIR
     python -m benchmarks.trim_replay RUN --drop-echo --out DIR
     python -m benchmarks.trim_replay RUN --drop-draft-talk --out DIR
+    python -m benchmarks.trim_replay RUN --drop-source-talk --out DIR
     python -m benchmarks.trim_replay RUN --drop-passage-copies --out DIR
     python -m benchmarks.trim_replay RUN --drop-repeats --out DIR
 
@@ -73,6 +74,7 @@ def replay(
     drop_echo: bool = False,
     match_length: str | None = None,
     drop_draft_talk: bool = False,
+    drop_source_talk: bool = False,
     drop_passage_copies: bool = False,
     drop_repeats: bool = False,
 ) -> tuple[int, int]:
@@ -99,6 +101,7 @@ def replay(
                 cut_off=result.get("finish_reason") == "length",
                 sentences=factoid_sentences if factoid else None,
                 draft_talk=drop_draft_talk and "draft" in (result.get("plan") or {}),
+                source_talk=drop_source_talk,
                 passage_copies=drop_passage_copies,
                 repeats=drop_repeats,
             )
@@ -146,6 +149,11 @@ def main() -> None:
         help="also drop the sentences about the draft answer of answers written from a draft",
     )
     parser.add_argument(
+        "--drop-source-talk",
+        action="store_true",
+        help="also drop the sentences about the sources (This is supported by [1] and [3].)",
+    )
+    parser.add_argument(
         "--drop-passage-copies",
         action="store_true",
         help="also drop the paragraphs after the first that copy a shown passage",
@@ -170,6 +178,7 @@ def main() -> None:
         drop_echo=args.drop_echo,
         match_length=args.match_length,
         drop_draft_talk=args.drop_draft_talk,
+        drop_source_talk=args.drop_source_talk,
         drop_passage_copies=args.drop_passage_copies,
         drop_repeats=args.drop_repeats,
     )

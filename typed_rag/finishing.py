@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from typed_rag.citations import attach_citations, check_citations, strip_invalid
@@ -13,6 +14,7 @@ from typed_rag.pipelines import Context
 from typed_rag.repeats import drop_repeats
 from typed_rag.result import Result
 from typed_rag.sentences import NOT_ABBREVIATION
+from typed_rag.source_talk import is_source_talk
 
 # A sentence end: . ! or ? (not an initial's or abbreviation's full stop, with closing
 # quotes or brackets) and any citation groups, before white space or the end of the text.
@@ -45,15 +47,20 @@ def first_sentences(answer: str, n: int) -> str:
 _DRAFT_TALK = re.compile(r"\bdraft (?:answer|response)s?\b", re.IGNORECASE)
 
 
-def drop_draft_talk(answer: str) -> str:
-    """``answer`` without the sentences (or list items) that talk about "the draft answer";
-    unchanged when every sentence does."""
+def drop_sentences(answer: str, drop: Callable[[str], bool]) -> str:
+    """``answer`` without the sentences (or list items) ``drop`` picks; unchanged when it
+    picks every one."""
     starts = [0, *(m.end() for m in _sentence_ends(answer))]
     pieces = [answer[a:b] for a, b in zip(starts, [*starts[1:], len(answer)], strict=True)]
-    kept = [p for p in pieces if not _DRAFT_TALK.search(p)]
+    kept = [p for p in pieces if not drop(p)]
     if len(kept) == len(pieces) or not "".join(kept).strip():
         return answer
     return re.sub(r"[ \t]+\n", "\n", "".join(kept)).strip()
+
+
+def drop_draft_talk(answer: str) -> str:
+    """``answer`` without the sentences that talk about "the draft answer"."""
+    return drop_sentences(answer, lambda s: bool(_DRAFT_TALK.search(s)))
 
 
 @dataclass
@@ -63,6 +70,7 @@ class Cut:
     answer: str
     unechoed: bool = False
     undrafted: bool = False
+    unsourced: bool = False
     uncopied: bool = False
     unrepeated: bool = False
     trimmed: bool = False
@@ -81,13 +89,15 @@ def cut_answer(
     cut_off: bool,
     sentences: int | None = None,
     draft_talk: bool = False,
+    source_talk: bool = False,
     passage_copies: bool = False,
     repeats: bool = False,
 ) -> Cut:
     """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
-    complete sentence, sentences about the draft dropped (``draft_talk``), paragraphs
-    copying a shown passage dropped (``passage_copies``), sentences said again dropped
+    complete sentence, sentences about the draft dropped (``draft_talk``), sentences about
+    the sources dropped (``source_talk``), paragraphs copying a shown passage dropped
+    (``passage_copies``), sentences said again dropped
     (``repeats``), then only the first ``sentences`` kept. One function, so that
     ``benchmarks.trim_replay`` cuts stored answers exactly as the pipeline does."""
     cut = Cut(answer)
@@ -100,6 +110,9 @@ def cut_answer(
     if draft_talk:
         undrafted = drop_draft_talk(cut.answer)
         cut.undrafted, cut.answer = undrafted != cut.answer, undrafted
+    if source_talk:
+        unsourced = drop_sentences(cut.answer, is_source_talk)
+        cut.unsourced, cut.answer = unsourced != cut.answer, unsourced
     if passage_copies:
         uncopied = drop_passage_copies(cut.answer)
         cut.uncopied, cut.answer = uncopied != cut.answer, uncopied
@@ -120,7 +133,7 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
     as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk``,
-    ``method.drop_passage_copies``, ``method.drop_repeats`` and (factoid route)
+    ``method.drop_source_talk``, ``method.drop_passage_copies``, ``method.drop_repeats`` and (factoid route)
     ``method.factoid_sentences`` say.
     """
     result = ctx.result
@@ -147,6 +160,7 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
             cut_off=opts.trim_cut_off and result.finish_reason == "length",
             sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
             draft_talk=opts.drop_draft_talk and "draft" in result.plan,
+            source_talk=opts.drop_source_talk,
             passage_copies=opts.drop_passage_copies,
             repeats=opts.drop_repeats,
         )

@@ -78,6 +78,7 @@ class MethodOptions(BaseModel):
     factoid_guidance: bool = False
     drop_echo: bool = False
     drop_draft_talk: bool = False
+    drop_source_talk: bool = False
     drop_passage_copies: bool = False
     drop_repeats: bool = False
     trim_cut_off: bool = False
@@ -201,6 +202,10 @@ class MethodSettings(BaseModel):
     # draft answer" ("The draft answer was incorrect."), which the user never saw (trace:
     # ``undrafted``; not a streamed answer).
     drop_draft_talk: bool | None = None
+    # A typed-rag answer loses its sentences about its sources rather than its subject
+    # ("This can be found in references [1] and [3].", "This answer directly addresses the
+    # question."): typed_rag.source_talk (trace: ``unsourced``; not a streamed answer).
+    drop_source_talk: bool | None = None
     # A typed-rag answer loses the paragraphs after its first that copy a shown passage the
     # way the prompt lists it ("[3] Malta, a Southern European island ..."), and the "...
     # the following references:" line before them (trace: ``uncopied``; not streamed).

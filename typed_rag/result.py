@@ -67,6 +67,9 @@ class Result(BaseModel):
     unechoed: bool = False
     # Sentences about "the draft answer" were dropped (method.drop_draft_talk).
     undrafted: bool = False
+    # Sentences about the sources ("This is supported by references [1] and [3].") were
+    # dropped (method.drop_source_talk).
+    unsourced: bool = False
     # Paragraphs copying a shown passage were dropped (method.drop_passage_copies).
     uncopied: bool = False
     # Sentences said again were dropped (method.drop_repeats).

@@ -661,7 +661,11 @@ def test_drop_passage_copies(text: str, expected: str | None) -> None:
 @pytest.mark.parametrize("drop", [False, True])
 @pytest.mark.parametrize(
     ("option", "flag", "extra"),
-    [("drop_passage_copies", "uncopied", COPIED), ("drop_repeats", "unrepeated", ANSWER)],
+    [
+        ("drop_passage_copies", "uncopied", COPIED),
+        ("drop_repeats", "unrepeated", ANSWER),
+        ("drop_source_talk", "unsourced", "This is supported by the references [1] and [2]."),
+    ],
 )
 async def test_finishing_cut_changes_typed_answers_only(
     make_rag, settings, drop, option, flag, extra
