@@ -97,9 +97,9 @@ def cut_answer(
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
     complete sentence, sentences about the draft dropped (``draft_talk``), sentences about
     the sources dropped (``source_talk``), paragraphs copying a shown passage dropped
-    (``passage_copies``), sentences said again dropped
-    (``repeats``), then only the first ``sentences`` kept. One function, so that
-    ``benchmarks.trim_replay`` cuts stored answers exactly as the pipeline does."""
+    (``passage_copies``), sentences said again dropped (``repeats``), then only the first
+    ``sentences`` kept. One function, so that ``benchmarks.trim_replay`` cuts stored answers
+    exactly as the pipeline does."""
     cut = Cut(answer)
     if drop_echo:
         cut.answer = drop_prompt_echo(answer)
@@ -133,8 +133,8 @@ def finish(ctx: Context, start: float, streamed: bool = False) -> Result:
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
     as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk``,
-    ``method.drop_source_talk``, ``method.drop_passage_copies``, ``method.drop_repeats`` and (factoid route)
-    ``method.factoid_sentences`` say.
+    ``method.drop_source_talk``, ``method.drop_passage_copies``, ``method.drop_repeats`` and
+    (factoid route) ``method.factoid_sentences`` say.
     """
     result = ctx.result
     shown = {p.citation for p in result.passages}

@@ -140,33 +140,35 @@ def test_replay_drops_copied_passages_and_their_citations(tmp_path: Path) -> Non
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
 
 
-def test_replay_drops_repeated_sentences(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("option", "flag", "answer", "expected"),
+    [
+        (
+            "drop_repeats",
+            "unrepeated",
+            "It is the crust of the planet, its outer layer [1].\n" * 3,
+            "It is the crust of the planet, its outer layer [1].",
+        ),
+        (
+            "drop_source_talk",
+            "unsourced",
+            "It is the crust [1]. This can be found in references [1] and [2].",
+            "It is the crust [1].",
+        ),
+    ],
+)
+def test_replay_drops_sentences(
+    tmp_path: Path, option: str, flag: str, answer: str, expected: str
+) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    looped = "It is the crust of the planet, its outer layer [1].\n" * 3
-    answers = [_row("typed-rag", "q1", "REASON", looped), _row("typed-rag", "q2", "REASON")]
+    answers = [_row("typed-rag", "q1", "REASON", answer), _row("typed-rag", "q2", "REASON")]
     _write(run / "answers.jsonl", answers)
     _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
 
-    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_repeats=True) == (2, 1)
+    assert replay(run, tmp_path / "out", {"typed-rag"}, **{option: True}) == (2, 1)
 
     out = _read(tmp_path / "out/answers.jsonl")
-    assert out[0]["answer"] == "It is the crust of the planet, its outer layer [1]."
-    assert out[0]["result"]["unrepeated"] and out[1]["answer"] == LONG
-    assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
-
-
-def test_replay_drops_source_talk(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
-    vouched = "It is the crust [1]. This can be found in references [1] and [2]."
-    answers = [_row("typed-rag", "q1", "FACTOID", vouched), _row("typed-rag", "q2", "REASON")]
-    _write(run / "answers.jsonl", answers)
-    _write(run / "scores.jsonl", [{**a, "rank": 1} for a in answers])
-
-    assert replay(run, tmp_path / "out", {"typed-rag"}, drop_source_talk=True) == (2, 1)
-
-    out = _read(tmp_path / "out/answers.jsonl")
-    assert out[0]["answer"] == "It is the crust [1]." and out[0]["result"]["unsourced"]
+    assert out[0]["answer"] == expected and out[0]["result"][flag]
     assert out[1]["answer"] == LONG
     assert [s["question_id"] for s in _read(tmp_path / "out/scores.jsonl")] == ["q2"]
