@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +27,13 @@ from eval.metrics import estimate
 from eval.paired import row_scores
 from typed_rag.config import load_settings
 from typed_rag.store import read_jsonl
-
-_STOP = set(
-    "the a an of in on at to for and or is are was were be by with as from that this it its "
-    "which who what when where why how their his her they he she not no do does did has have "
-    "had".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _STOP}
+from typed_rag.subanswers import content_words
 
 
 def draft_support(question: str, draft: str, passages: list[tuple[str, str]]) -> float:
     """Share of the draft's content words (those not in the question) the passages contain."""
-    words = content_words(draft) - content_words(question)
-    shown = set().union(*(content_words(f"{t} {x}") for t, x in passages)) if passages else set()
+    words = set(content_words(draft)) - set(content_words(question))
+    shown = {w for t, x in passages for w in content_words(f"{t} {x}")}
     return len(words & shown) / len(words) if words else 0.0
 
 
