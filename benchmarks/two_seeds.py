@@ -6,7 +6,8 @@ the same questions with another ``sampling.seed`` (same labels, judge and refere
 each pair's difference under both seeds and under their mean (each method's two verdicts
 averaged per question, then paired), on the questions both runs scored for all of the pair's
 methods, overall and per subset; and how far each method's own mean moved between the seeds.
-Writes ``<out>/two-seeds.json``.
+Writes ``<out>/two-seeds.json`` and ``<out>/two-seeds.png`` (each pair per subset, the two
+seeds and their mean with their intervals).
 
     python -m benchmarks.two_seeds results/wiki-nfqa/reranked results/wiki-nfqa/seed43 \\
         --out results/wiki-nfqa/seed43
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from eval.figures import plt
 from eval.metrics import estimate
 from eval.paired import row_scores
 from typed_rag.store import read_jsonl
@@ -69,6 +71,35 @@ def drift(a: Scores, b: Scores) -> dict[str, dict[str, Any]]:
     return {m: _est([b[m, q] - a[m, q] for mm, q in b if mm == m and (m, q) in a]) for m in methods}
 
 
+SERIES = (("seed_a", "seed a (the headline)", "#9e9e9e"), ("seed_b", "seed b", "#5b8cc9"),
+          ("mean", "mean of the two", "#d9822b"))  # fmt: skip
+
+
+def plot_pairs(rows: list[dict], path: Path) -> Path:
+    """One panel per pair: its difference per subset under each seed and their mean, with
+    95% intervals, so a reader sees whether a subset's sign survives a second draw."""
+    pairs = sorted({r["pair"] for r in rows})
+    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(5.5 * max(1, len(pairs)), 4),
+                             dpi=110, squeeze=False)  # fmt: skip
+    for ax, pair in zip(axes[0], pairs, strict=False):
+        mine = [r for r in rows if r["pair"] == pair]
+        for j, (key, label, colour) in enumerate(SERIES):
+            ys = [i + (j - 1) * 0.25 for i in range(len(mine))]
+            est = [r[key]["diff"] for r in mine]
+            xs = [e[0] for e in est]
+            err = [[e[0] - e[1] for e in est], [e[2] - e[0] for e in est]]
+            ax.errorbar(xs, ys, xerr=err, fmt="o", color=colour, label=label, capsize=2)
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(mine)), [f"{r['subset']} ({r['mean']['n']})" for r in mine])
+        ax.invert_yaxis()
+        ax.set_xlabel(f"{pair}, MRR difference [95% CI]")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("seed_a", type=Path, help="the headline run (seed 42)")
@@ -92,6 +123,8 @@ def main() -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "two-seeds.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if rows:
+        print(f"wrote {plot_pairs(rows, args.out / 'two-seeds.png')}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.two_seeds import drift, pair_rows
+from benchmarks.two_seeds import drift, pair_rows, plot_pairs
 
 
 def test_pair_rows_pair_each_seed_and_their_mean() -> None:
@@ -17,6 +17,13 @@ def test_pair_rows_pair_each_seed_and_their_mean() -> None:
     assert rows["nq"]["seed_b"]["diff"][0] == pytest.approx(-0.1)
     assert rows["nq"]["mean"]["diff"][0] == pytest.approx(0.0)
     assert pair_rows(a, b, subset, "typed-rag", "rag") == []  # no rag verdicts: no rows
+
+
+def test_plot_pairs_writes_a_png(tmp_path) -> None:
+    subset = {"q1": "nq", "q2": "squad"}
+    a = {("typed-rag", q): 0.6 for q in subset} | {("llm", q): 0.5 for q in subset}
+    path = plot_pairs(pair_rows(a, a, subset, "typed-rag", "llm"), tmp_path / "two-seeds.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
 
 
 def test_drift_is_seed_b_minus_seed_a_per_method() -> None:
