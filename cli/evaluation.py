@@ -134,8 +134,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-padding",
         action="store_true",
-        help="leave out the padding probe's candidates (a store judged before the probe "
-        "existed is then summarized without new judgements)",
+        help="leave out the padding and vouching probes' candidates (a store judged before "
+        "the probes existed is then summarized without new judgements)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")
@@ -364,7 +364,7 @@ def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
         ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
         seed=args.seed,
         progress=not args.no_progress,
-        padded=not args.no_padding,
+        appended=not args.no_padding,
     )
     print(render(summary))
     print(f"\nwrote {args.out / 'summary.json'}")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from eval.judge_view import JudgeView
 from eval.labels import QuestionLabel, type_of
 from eval.linkage import LinkageItem, LinkageScorer, build_references
 from eval.linkage_prob import LinkageProbScorer
@@ -20,7 +21,6 @@ from eval.methods import answerer_for, mode_of
 from eval.resume import error_row, run_key
 from eval.routes import CLASSIFIED, label_route
 from eval.wikinfqa import WikiNFQARecord
-from typed_rag.citations import without_citations
 
 log = logging.getLogger("eval.runner")  # named as before the split, so log lines read the same
 
@@ -197,21 +197,16 @@ async def score_chunk(
     reference_seed: int,
     name: str,
     labels: Mapping[str, QuestionLabel],
-    strip_citations: bool = False,
+    view: JudgeView,
 ) -> list[dict[str, Any]]:
-    """Score rows for one batch of (method, record, stored answer); with
-    ``strip_citations`` the judge reads each answer without its ``[n]`` groups."""
-
-    def candidate(answer: Mapping[str, Any]) -> str:
-        text = str(answer.get("answer") or "")
-        return without_citations(text) if strip_citations else text
-
+    """Score rows for one batch of (method, record, stored answer), each answer as ``view``
+    reads it."""
     items = [
         LinkageItem(
             key=run_key(method, rec.question_id),
             question=rec.question,
             references=build_references(rec, reference_seed),
-            candidate=candidate(answer),
+            candidate=view.read(str(answer.get("answer") or "")),
         )
         for method, rec, answer in chunk
     ]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.batches import ChunkAnswers, answer_chunk, score_chunk
+from eval.judge_view import JudgeView
 from eval.labels import QuestionLabel
 from eval.linkage_prob import build_scorer as build_linkage_scorer
 from eval.manifest import scorer_name
@@ -108,7 +109,7 @@ class EvalWorker:
             seed,
             scorer_name(self.scorer_settings),
             self.labels,
-            self.settings.eval.judge_citations == "strip",
+            JudgeView.from_settings(self.settings.eval),
         )
 
     async def close(self) -> None:

@@ -214,9 +214,9 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
 
     lines = [
         "| protocol | model | n | 3 > 0 % | 3 > 1 % | all pairs % | off-topic last % | "
-        "off-topic first % | no-gold < grade 3 % | padded <= grade 1 % | Spearman [95% CI] | "
-        "s/verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "off-topic first % | no-gold < grade 3 % | padded <= grade 1 % | vouched <= grade 1 % | "
+        "Spearman [95% CI] | s/verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in summary:
         sp = r.get("spearman")
@@ -227,7 +227,7 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
             f"| {r['protocol']}{' (default)' if r['default'] else ''} | {r['model']} | {r['n']} | "
             f"{cell(r, 'acc_3v0')} | {cell(r, 'acc_3v1')} | {cell(r, 'acc_pairs')} | "
             f"{cell(r, 'acc_offtopic')} | {100 * first:.0f} | {cell(r, 'acc_nogold')} | "
-            f"{cell(r, 'acc_padding')} | {sp_cell} | "
+            f"{cell(r, 'acc_padding')} | {cell(r, 'acc_vouching')} | {sp_cell} | "
             f"{r['s_per_verdict']:.2f} |"
         )
     return "\n".join(lines)
@@ -246,17 +246,17 @@ def run_validity(
     ensembles: Sequence[str] = (),
     seed: int = 7,
     progress: bool = True,
-    padded: bool = True,
+    appended: bool = True,
 ) -> list[dict[str, Any]]:
     """Pick questions, make the generator pool, judge with each protocol, summarize
-    (``padded``: with the padding probe's candidates)."""
+    (``appended``: with the padding and vouching probes' candidates)."""
     for p in protocols:
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)
     picked = pick_questions(records, questions, seed, settings.eval.reference_seed)
     pool = asyncio.run(generate_pool(settings, picked[:pool_size], out, progress))
     candidates = build_candidates(
-        picked, pool, labels, seed, settings.eval.reference_seed, padded=padded
+        picked, pool, labels, seed, settings.eval.reference_seed, appended=appended
     )
     candidates.sort(key=lambda c: (c.question_id, c.key))  # a question's prompts share a prefix
     asyncio.run(judge_candidates(protocols, judge_settings, candidates, out, progress=progress))

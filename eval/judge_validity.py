@@ -11,9 +11,11 @@ two kinds of candidates of known quality come from the generator itself:
 - ``nogold``: its answer to the question that contains none of the source
   dataset's short answers: it should score below the held-out grade-3 answer.
 
-A third probe asks whether the judge pays for length: ``padded`` is the held-out grade-1
-answer followed by on-topic sentences that say nothing (:func:`padding`); a judge that
-credits content, not length, does not score it above the same answer unpadded.
+Two more probes append sentences that add nothing to the held-out grade-1 answer and ask
+whether the judge pays for them: ``padded`` adds on-topic sentences that say nothing
+(:func:`padding`, length), ``vouched`` one sentence vouching for the answer's sources
+(:func:`vouching`, which the small generator writes and the judge seemed to reward). A judge
+that credits content does not score either copy above the answer as it was.
 
 Judgements are stored per (protocol, model, candidate) in a JSONL file, so
 protocols and models are added one run at a time and ensembles are computed
@@ -40,6 +42,7 @@ GRADED = "graded"
 OFFTOPIC = "offtopic"
 NOGOLD = "nogold"
 PADDED = "padded"
+VOUCHED = "vouched"
 
 
 def padding(question: str) -> str:
@@ -52,13 +55,24 @@ def padding(question: str) -> str:
     )
 
 
+def vouching(question: str) -> str:
+    """A sentence that vouches for the answer's sources and adds nothing (the ``vouched``
+    probe), worded like the ones the default generator appends to its answers."""
+    del question  # the same sentence for every question, as the generator writes it
+    return "This answer is supported by the information provided in the references."
+
+
+# The probes that append to a grade-1 answer: kind -> what is appended.
+APPENDED = {PADDED: padding, VOUCHED: vouching}
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A candidate answer of known quality for one question."""
 
     key: str
     question_id: str
-    kind: str  # graded | offtopic | nogold | padded
+    kind: str  # graded | offtopic | nogold | padded | vouched
     grade: int | None
     item: LinkageItem
 
@@ -102,10 +116,10 @@ def build_candidates(
     labels: Mapping[str, QuestionLabel],
     seed: int,
     reference_seed: int,
-    padded: bool = True,
+    appended: bool = True,
 ) -> list[Candidate]:
     """Held-out graded answers, plus off-topic and no-gold generator answers from ``pool``;
-    with ``padded``, each grade-1 answer's padded copy (the length probe) too.
+    with ``appended``, each grade-1 answer's padded and vouched copies (:data:`APPENDED`) too.
 
     ``pool`` maps question id -> the generator's answer to that question. The
     off-topic answer of a question is drawn from pool answers to other
@@ -124,9 +138,10 @@ def build_candidates(
             if spare.get(grade):
                 text = rng.choice(spare[grade])
                 out.append(_candidate(rec, refs, GRADED, grade, text))
-                if grade == 1 and padded:
-                    copy = f"{text.rstrip()} {padding(rec.question)}"
-                    out.append(_candidate(rec, refs, PADDED, grade, copy))
+                if grade == 1 and appended:
+                    for kind, sentences in APPENDED.items():
+                        copy = f"{text.rstrip()} {sentences(rec.question)}"
+                        out.append(_candidate(rec, refs, kind, grade, copy))
         others = [
             q for q in by_type.get(type_of(labels, rec.question_id), []) if q != rec.question_id
         ]
@@ -174,8 +189,9 @@ def validity(
     qids = sorted(by_q)
 
     def stats(sample: Sequence[str]) -> dict[str, float]:
-        p30, p31, pall, nogold, padded, grades, scores = [], [], [], [], [], [], []
+        p30, p31, pall, nogold, grades, scores = [], [], [], [], [], []
         off_last, off_first = [], []
+        copies: dict[str, list[tuple[float, float]]] = {kind: [] for kind in APPENDED}
         for qid in sample:
             cands = by_q[qid].values()
             graded = {c.grade: quality[c.key] for c in cands if c.kind == GRADED}
@@ -188,8 +204,8 @@ def validity(
                     off_first.append(float(best[c.key]))
                 elif c.kind == NOGOLD and 3 in graded:
                     nogold.append((graded[3], quality[c.key]))
-                elif c.kind == PADDED and 1 in graded:
-                    padded.append((graded[1], quality[c.key]))
+                elif c.kind in copies and 1 in graded:
+                    copies[c.kind].append((graded[1], quality[c.key]))
             if 3 in graded and 0 in graded:
                 p30.append((graded[3], graded[0]))
             if 3 in graded and 1 in graded:
@@ -206,13 +222,16 @@ def validity(
             "acc_offtopic": float(np.mean(off_last)) if off_last else float("nan"),
             "offtopic_first": float(np.mean(off_first)) if off_first else float("nan"),
             "acc_nogold": _pair_accuracy(nogold),
-            # the unpadded answer above its padded copy (ties half): 0.5 or more, no length pay
-            "acc_padding": _pair_accuracy(padded),
+            # the answer above its copy with sentences appended (ties half): 0.5 or more, the
+            # judge does not pay for them
+            "acc_padding": _pair_accuracy(copies[PADDED]),
+            "acc_vouching": _pair_accuracy(copies[VOUCHED]),
             "n_3v0": len(p30),
             "n_3v1": len(p31),
             "n_offtopic": len(off_last),
             "n_nogold": len(nogold),
-            "n_padding": len(padded),
+            "n_padding": len(copies[PADDED]),
+            "n_vouching": len(copies[VOUCHED]),
         }
 
     point = stats(qids)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.judge_view import JudgeView
 from eval.retrieval.spec import settings_spec
 from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
@@ -92,13 +93,11 @@ def method_identity(settings: Settings) -> dict[str, Any]:
 
 def judge_identity(settings: Settings) -> dict[str, Any]:
     """How verdicts are obtained: protocol, temperature (0 = deterministic), output budget."""
-    strip = settings.eval.judge_citations == "strip"
     return {
         "protocol": settings.eval.judge_protocol,
         "temperature": settings.eval.judge_temperature,
         "max_tokens": settings.eval.scorer_max_tokens,
-        # Absent when kept, so runs judged before the option existed still match.
-        **({"citations": "strip"} if strip else {}),
+        **JudgeView.from_settings(settings.eval).identity(),
     }
 
 

@@ -31,6 +31,7 @@ from tqdm import tqdm
 from eval.batches import Answerer, ChunkAnswers, answer_chunk, score_chunk
 from eval.coverage import CoverageItem, CoverageJudge
 from eval.coverage_parse import Decomposition
+from eval.judge_view import JudgeView
 from eval.labels import QuestionLabel, type_of
 from eval.linkage_prob import build_scorer
 from eval.manifest import scorer_name
@@ -178,11 +179,11 @@ class EvalRunner:
         seed = self.settings.eval.reference_seed
         name = scorer_name(self.scorer_settings)
         size = max(1, self.settings.eval.score_batch_size)
-        strip = self.settings.eval.judge_citations == "strip"
+        view = JudgeView.from_settings(self.settings.eval)
         with self._bar(len(todo), "score") as bar:
             for start in range(0, len(todo), size):
                 chunk = todo[start : start + size]
-                rows = await score_chunk(scorer, chunk, seed, name, self.labels, strip)
+                rows = await score_chunk(scorer, chunk, seed, name, self.labels, view)
                 self._store_scores(rows, counts)
                 bar.update(len(chunk))
         return counts

@@ -322,6 +322,10 @@ class EvalSettings(BaseModel):
     # judge ranks the same answer higher with its markers than without (README, Results),
     # which favours the methods that cite.
     judge_citations: Literal["keep", "strip"] = "keep"
+    # ... and with or without its sentences that vouch for its sources ("This answer is
+    # supported by the references."; typed_rag.source_talk): the judge pays for one such
+    # sentence as for content (judge validity, README), and no graded reference has one.
+    judge_source_talk: Literal["keep", "strip"] = "keep"
     # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from eval.batches import answer_each, result_dict, score_chunk
 from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
+from eval.judge_view import JudgeView
 from eval.labels import QuestionLabel
 from eval.linkage_prob import build_scorer
 from eval.manifest import scorer_name
@@ -330,7 +331,7 @@ class ConstraintRunner:
                 chunk = todo[start : start + size]
                 rows = await score_chunk(
                     scorer, chunk, self.settings.eval.reference_seed, name, labels,
-                    self.settings.eval.judge_citations == "strip",
+                    JudgeView.from_settings(self.settings.eval),
                 )  # fmt: skip
                 for row in rows:
                     row["arm"] = row["method"]

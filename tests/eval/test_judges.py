@@ -6,7 +6,17 @@ import math
 
 import pytest
 
-from eval.judge_validity import GRADED, NOGOLD, OFFTOPIC, PADDED, Candidate, padding, validity
+from eval.judge_validity import (
+    GRADED,
+    NOGOLD,
+    OFFTOPIC,
+    PADDED,
+    VOUCHED,
+    Candidate,
+    padding,
+    validity,
+    vouching,
+)
 from eval.judges import ensemble, judge, parse_protocol
 from eval.linkage import LinkageItem, Reference
 from eval.linkage_prob import LinkageProbScorer, expected_reciprocal_rank
@@ -130,6 +140,19 @@ def test_validity_reports_whether_padding_pays() -> None:
     assert "fuller picture" in padding("Why is the sky blue?")
 
 
+def test_validity_reports_whether_vouching_pays() -> None:
+    cands = [_cand(q, kind, 1) for q in ("q1", "q2", "q3") for kind in (GRADED, VOUCHED)]
+    quality = {"q1/graded/1": 0.5, "q1/vouched/1": 0.6, "q2/graded/1": 0.5}
+    quality |= {"q2/vouched/1": 0.4, "q3/graded/1": 0.3, "q3/vouched/1": 0.9}
+    flags = dict.fromkeys(quality, False)
+    out = validity(cands, quality, flags, flags, n_boot=20)
+    # only q2's vouched copy scores no higher than the answer as it was
+    assert out["acc_vouching"] == pytest.approx(1 / 3, abs=1e-4) and out["n_vouching"] == 3
+    assert out["n_padding"] == 0 and math.isnan(out["acc_padding"])
+    assert out["mean_quality"]["vouched"] == pytest.approx(1.9 / 3, abs=1e-4)
+    assert "references" in vouching("Why is the sky blue?")
+
+
 def test_judge_validity_command_is_resumable_and_writes_the_summary(
     tmp_path, nfqa_dir, settings
 ) -> None:
@@ -168,15 +191,16 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
         "linkage-prob-gated",
     }
     assert {r["protocol"] for r in again} == {"linkage-prob", "relevance-prob", "rubric-prob"}
-    # Without the padding probe: its candidates are neither judged nor summarized.
-    bare = run_validity(s, s, records, labels, out, **kwargs, padded=False)
+    # Without the appended-sentence probes: their candidates are neither judged nor summarized.
+    bare = run_validity(s, s, records, labels, out, **kwargs, appended=False)
     assert (out / "judgements.jsonl").read_text().splitlines() == lines
-    assert all(r["n_padding"] == 0 and math.isnan(r["acc_padding"]) for r in bare)
-    assert all(r["n_padding"] > 0 for r in again)
+    for probe in ("padding", "vouching"):
+        assert all(r[f"n_{probe}"] == 0 and math.isnan(r[f"acc_{probe}"]) for r in bare)
+        assert all(r[f"n_{probe}"] > 0 for r in again)
     (row,) = [r for r in first if r["default"]]  # the default protocol on the generator's model
     assert row["protocol"] == "linkage-prob-gated"
     assert row["model"] == "fake:qwen2.5-coder-1.5b-instruct-q4km"
-    for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "acc_padding", "spearman", "n"):
+    for key in ("acc_3v0", "acc_3v1", "acc_offtopic", "acc_padding", "acc_vouching", "spearman"):
         assert key in row
     assert (
         row["n"] == 6 and (out / "summary.md").exists() and (out / "quality_by_grade.png").exists()

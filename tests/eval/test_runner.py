@@ -340,22 +340,25 @@ async def test_committed_runs_can_leave_passage_texts_out(
 
 
 class CitingAnswerer(StandInAnswerer):
-    """Answers that cite the shown passage, as typed-rag's do."""
+    """Answers that cite the shown passage and vouch for it, as typed-rag's do."""
 
     def _one(self, question: str, mode: str, force_type: str | None = None):  # type: ignore[override]
         result = super()._one(question, mode, force_type)
-        result.answer = f"Chlorophyll breaks down [1]. {result.answer}"
+        result.answer = (
+            f"Chlorophyll breaks down [1]. {result.answer}. This is supported by the references."
+        )
         return result
 
 
-@pytest.mark.parametrize("citations", ["keep", "strip"])
-async def test_judge_citations_sets_what_the_judge_reads(
-    eval_settings: Settings, tmp_path: Path, citations: str
+@pytest.mark.parametrize(
+    ("citations", "source_talk"), [("keep", "keep"), ("strip", "keep"), ("strip", "strip")]
+)
+async def test_judge_view_sets_what_the_judge_reads(
+    eval_settings: Settings, tmp_path: Path, citations: str, source_talk: str
 ) -> None:
     records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records[:2]
-    settings = eval_settings.model_copy(
-        update={"eval": eval_settings.eval.model_copy(update={"judge_citations": citations})}
-    )
+    view = {"judge_citations": citations, "judge_source_talk": source_talk}
+    settings = eval_settings.model_copy(update={"eval": eval_settings.eval.model_copy(update=view)})
     engine = FakeEngine(linkage_responder())
     runner = EvalRunner(
         settings, tmp_path / "run", answerer=CitingAnswerer(), scorer_engine=engine, progress=False
@@ -366,7 +369,11 @@ async def test_judge_citations_sets_what_the_judge_reads(
     assert len(judged) == 2
     assert all(("breaks down [1]." in p) == (citations == "keep") for p in judged)
     assert all("breaks down." in p for p in judged) == (citations == "strip")
+    assert all(("supported by the references" in p) == (source_talk == "keep") for p in judged)
     stored = lines(tmp_path / "run" / ANSWERS)[0]["answer"]  # the answer itself is kept
     assert stored.startswith("Chlorophyll breaks down [1].")
-    # A run judged one way cannot resume judged the other (absent when kept: older runs match).
-    assert ("citations" in judge_identity(settings)) == (citations == "strip")
+    assert stored.endswith("This is supported by the references.")
+    # A run judged one way cannot resume judged another (absent when kept: older runs match).
+    identity = judge_identity(settings)
+    assert ("citations" in identity) == (citations == "strip")
+    assert ("source_talk" in identity) == (source_talk == "strip")

@@ -1,0 +1,40 @@
+"""``eval.judge_view.JudgeView``: what the LINKAGE judge reads of an answer."""
+
+import pytest
+
+from eval.judge_validity import vouching
+from eval.judge_view import JudgeView
+
+ANSWER = "Leaves turn red as chlorophyll breaks down [1][2]. This is supported by [1] and [2]."
+
+
+@pytest.mark.parametrize(
+    ("view", "read"),
+    [
+        (JudgeView(), ANSWER),
+        (
+            JudgeView(strip_citations=True),
+            "Leaves turn red as chlorophyll breaks down. This is supported by and.",
+        ),
+        # a sentence that only cites is found by its numbers, before they are stripped
+        (
+            JudgeView(strip_citations=True, strip_source_talk=True),
+            "Leaves turn red as chlorophyll breaks down.",
+        ),
+        (JudgeView(strip_source_talk=True), "Leaves turn red as chlorophyll breaks down [1][2]."),
+    ],
+)
+def test_read_strips_what_the_view_names(view: JudgeView, read: str) -> None:
+    assert view.read(ANSWER) == read
+
+
+def test_the_vouching_probe_is_what_the_source_talk_view_removes() -> None:
+    answer = f"Autumn leaves lose chlorophyll. {vouching('Why do leaves turn red?')}"
+    assert JudgeView(strip_source_talk=True).read(answer) == "Autumn leaves lose chlorophyll."
+    # an answer made only of such sentences is read whole, never as nothing
+    assert JudgeView(strip_source_talk=True).read(vouching("q")) == vouching("q")
+
+
+def test_identity_names_only_what_is_stripped() -> None:
+    assert JudgeView().identity() == {}
+    assert JudgeView(True, True).identity() == {"citations": "strip", "source_talk": "strip"}
