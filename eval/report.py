@@ -124,6 +124,7 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
         "scorer": manifest.get("scorer", {}),
         "git": manifest.get("git", {}),
         "paper_off_by_one": manifest.get("paper_off_by_one", False),
+        "judge": (manifest.get("fingerprint") or {}).get("judge") or {},
         "reference_seed": manifest.get("reference_seed"),
         "unparsed": unparsed,
         "bootstrap": settings.eval.bootstrap,

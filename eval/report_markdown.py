@@ -30,6 +30,20 @@ def est_of(d: dict[str, Any] | None) -> Estimate | None:
     return Estimate(**d) if d else None
 
 
+def judge_line(judge: dict[str, Any]) -> str:
+    """How the verdicts were obtained and what of each answer the judge read."""
+    unread = [
+        what
+        for key, what in (("citations", "`[n]` markers"), ("source_talk", "vouching sentences"))
+        if judge.get(key) == "strip"
+    ]
+    reads = f"without its {' and '.join(unread)}" if unread else "as written"
+    return (
+        f"- Judge: protocol `{judge.get('protocol', 'linkage')}`, temperature "
+        f"{judge.get('temperature', '?')}; reads each answer {reads}"
+    )
+
+
 def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
     methods, subsets = rep["methods"], rep["subsets"]
     gen, scorer = rep["generator"], rep["scorer"]
@@ -46,6 +60,7 @@ def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
         f"- Scorer: `{scorer_label}` (scores from different scorers are not comparable)",
         f"- LINKAGE: {variant}; reference seed {rep['reference_seed']}; "
         f"unparsed verdicts: {rep['unparsed']}",
+        judge_line(rep.get("judge") or {}),
         f"- Git: `{(rep['git'] or {}).get('commit')}`"
         + (" (uncommitted changes)" if (rep["git"] or {}).get("dirty") else ""),
         f"- 95% CIs: percentile bootstrap, {rep['bootstrap']} resamples",

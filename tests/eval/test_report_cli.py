@@ -117,6 +117,7 @@ def test_run_then_report(
 
     md = (run_dir / "report.md").read_text()
     assert "Scorer: `fake:judge-model`" in md
+    assert "- Judge: protocol `linkage-prob`, temperature 0.0; reads each answer as written" in md
     assert "| method | NQ | SQuAD | all [95% CI] | n |" in md
     # typed-rag is always [[1]] except the empty answer (nq_1, 2 references -> rank 3):
     # NQ MRR (4 + 1/3) / 5, MPR (4 x 100 + 0) / 5; SQuAD all rank 1.
@@ -391,3 +392,18 @@ def test_eval_coverage_judges_arms_of_other_runs_beside_the_run(
     assert "does not exist" in capsys.readouterr().err
     assert main([*args, "--also", "x-without-a-method"]) == 2
     assert "NAME=RUN_DIR:METHOD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("judge", "reads"),
+    [
+        ({"citations": "strip"}, "without its `[n]` markers"),
+        ({"citations": "strip", "source_talk": "strip"}, "without its `[n]` markers and vouching"),
+        ({"source_talk": "strip"}, "without its vouching sentences"),
+    ],
+)
+def test_the_report_says_what_the_judge_read(judge: dict, reads: str) -> None:
+    from eval.report_markdown import judge_line
+
+    line = judge_line({"protocol": "linkage-prob-gated", "temperature": 0.0, **judge})
+    assert line.startswith("- Judge: protocol `linkage-prob-gated`") and reads in line
