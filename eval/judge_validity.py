@@ -14,8 +14,8 @@ two kinds of candidates of known quality come from the generator itself:
 Two more probes append sentences that add nothing to the held-out grade-1 answer and ask
 whether the judge pays for them: ``padded`` adds on-topic sentences that say nothing
 (:func:`padding`, length), ``vouched`` one sentence vouching for the answer's sources
-(:func:`vouching`, which the small generator writes and the judge seemed to reward). A judge
-that credits content does not score either copy above the answer as it was.
+(:func:`vouching`, as the small generator writes them). A judge that credits content does
+not score either copy above the answer as it was.
 
 Judgements are stored per (protocol, model, candidate) in a JSONL file, so
 protocols and models are added one run at a time and ensembles are computed
