@@ -26,14 +26,6 @@ from typed_rag.store import read_jsonl
 PARTS = ("citations", "source-talk")
 
 
-def run_view(fingerprint_judge: dict) -> JudgeView:
-    """The view a run was judged with, from its fingerprint's judge identity."""
-    return JudgeView(
-        strip_citations=fingerprint_judge.get("citations") == "strip",
-        strip_source_talk=fingerprint_judge.get("source_talk") == "strip",
-    )
-
-
 def judge_view_copy(run: Path, out: Path, strip: Collection[str]) -> dict[str, int]:
     """Copy ``run`` to ``out`` with the verdicts the stricter view would not reproduce
     removed; per-method counts of those."""
@@ -45,7 +37,7 @@ def judge_view_copy(run: Path, out: Path, strip: Collection[str]) -> dict[str, i
     shutil.copytree(run, out)
     manifest = json.loads((out / "run.json").read_text())
     judge = manifest["fingerprint"]["judge"]
-    old = run_view(judge)
+    old = JudgeView.from_identity(judge)
     new = replace(
         old,
         strip_citations=old.strip_citations or "citations" in strip,

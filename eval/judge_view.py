@@ -38,6 +38,11 @@ class JudgeView:
             answer = drop_sentences(answer, is_source_talk)
         return without_citations(answer) if self.strip_citations else answer
 
+    @classmethod
+    def from_identity(cls, judge: dict[str, Any]) -> JudgeView:
+        """The view a run was judged with, from its fingerprint's judge identity."""
+        return cls(judge.get("citations") == "strip", judge.get("source_talk") == "strip")
+
     def identity(self) -> dict[str, Any]:
         """The run fingerprint's part: only what is stripped, so runs judged before an
         option existed still match."""

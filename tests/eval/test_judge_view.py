@@ -38,3 +38,10 @@ def test_the_vouching_probe_is_what_the_source_talk_view_removes() -> None:
 def test_identity_names_only_what_is_stripped() -> None:
     assert JudgeView().identity() == {}
     assert JudgeView(True, True).identity() == {"citations": "strip", "source_talk": "strip"}
+    for view in (
+        JudgeView(),
+        JudgeView(True, False),
+        JudgeView(False, True),
+        JudgeView(True, True),
+    ):
+        assert JudgeView.from_identity({"protocol": "linkage", **view.identity()}) == view
