@@ -8,7 +8,14 @@ share of the draft's content words (not in the question) that the shown passages
 into quartiles of a signal (tied values share a bin, so a signal with many zeros has fewer
 bins), and typed-rag minus the LLM (expected reciprocal rank, as the report pairs them) is
 given per bin with a bootstrap interval. Passage texts come from
-the BM25 index's store (the run kept only ids). Writes ``<out>/summary.json``.
+the BM25 index's store (the run kept only ids).
+
+A third signal needs no model: whether a shown passage holds the question's gold short
+answer (``gold_shown``, the retrieval evaluation's answer recall applied to what the answer
+was written from). Typed-rag minus the LLM is split by it per subset, which says whether a
+subset's tie with the LLM is one of retrieval (its passages rarely hold the answer) or of
+the answer (it is level even where they do). Writes ``<out>/summary.json`` and
+``<out>/gold-shown.png``.
 
     python -m benchmarks.weak_retrieval --out results/method/weak-retrieval
 """
@@ -17,15 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cli.eval_papers import index_lookup
+from eval.figures import plt
+from eval.gold import contains_gold, gold_aliases
 from eval.metrics import estimate
 from eval.paired import row_scores
-from typed_rag.config import load_settings
+from eval.wikinfqa import load_wikinfqa
+from typed_rag.config import Settings, load_settings
 from typed_rag.store import read_jsonl
 from typed_rag.subanswers import content_words
 
@@ -37,23 +48,38 @@ def draft_support(question: str, draft: str, passages: list[tuple[str, str]]) ->
     return len(words & shown) / len(words) if words else 0.0
 
 
-def signals(run: Path) -> list[dict[str, Any]]:
-    """One row per typed-rag answer: route, both signals (``draft_support`` None without a
-    draft), typed-rag minus the LLM."""
+def gold_shown(aliases: list[str], passages: list[tuple[str, str]]) -> bool | None:
+    """Whether a passage's text holds a gold short answer (None: the question has none)."""
+    return any(contains_gold(text, aliases) for _, text in passages) if aliases else None
+
+
+def signals(run: Path, settings: Settings) -> list[dict[str, Any]]:
+    """One row per typed-rag answer: route, subset, the signals (``draft_support`` None
+    without a draft), whether each answer states the gold short answer, typed-rag minus
+    the LLM."""
     score = {
         (r["method"], r["question_id"]): v[0]
         for r in read_jsonl(run / "scores.jsonl")
         if (v := row_scores(r)) is not None
     }
-    rows = [r for r in read_jsonl(run / "answers.jsonl") if r["method"] == "typed-rag"]
+    answers = list(read_jsonl(run / "answers.jsonl"))
+    llm = {r["question_id"]: r["answer"] for r in answers if r["method"] == "llm"}
+    rows = [r for r in answers if r["method"] == "typed-rag"]
     ids = sorted({p["id"] for r in rows for p in r["result"]["passages"]})
-    texts = index_lookup(load_settings())(ids)
+    texts = index_lookup(settings)(ids)
+    gold = {
+        r.question_id: gold_aliases(r.gold) for r in load_wikinfqa(settings.eval.data_dir).records
+    }
     out = []
     for r in rows:
-        qid, passages = r["question_id"], r["result"]["passages"]
+        qid = r["question_id"]
         if ("llm", qid) not in score or ("typed-rag", qid) not in score:
             continue
-        reranks = [p["rerank_score"] for p in passages if p.get("rerank_score") is not None]
+        passages = [texts[p["id"]] for p in r["result"]["passages"]]
+        aliases = gold.get(qid, [])
+        reranks = [
+            p["rerank_score"] for p in r["result"]["passages"] if p.get("rerank_score") is not None
+        ]
         draft = (r["result"].get("plan") or {}).get("draft")
         out.append(
             {
@@ -61,15 +87,21 @@ def signals(run: Path) -> list[dict[str, Any]]:
                 "route": r["route"],
                 "subset": r["subset"],
                 "best_rerank": max(reranks) if reranks else None,
-                "draft_support": draft_support(
-                    r["question"], draft, [texts[p["id"]] for p in passages]
-                )
-                if draft
-                else None,
+                "draft_support": draft_support(r["question"], draft, passages) if draft else None,
+                "gold_shown": gold_shown(aliases, passages),
+                "llm_states_gold": contains_gold(llm[qid], aliases),
+                "typed_states_gold": contains_gold(r["answer"], aliases),
                 "diff_llm": score["typed-rag", qid] - score["llm", qid],
             }
         )
     return out
+
+
+def _est(diffs: list[float]) -> list[float] | None:
+    if not diffs:
+        return None
+    e = estimate(diffs, n_boot=5000, seed=42)
+    return [round(e.mean, 4), round(e.low, 4), round(e.high, 4)]
 
 
 def by_quartile(rows: list[dict[str, Any]], signal: str) -> list[dict[str, Any]]:
@@ -85,18 +117,81 @@ def by_quartile(rows: list[dict[str, Any]], signal: str) -> list[dict[str, Any]]
         diffs = [r["diff_llm"] for r, k in zip(rows, quartile, strict=True) if k == q]
         if not diffs:
             continue
-        e = estimate(diffs, n_boot=5000, seed=42)
         low = float(values[quartile == q].min())
         high = float(values[quartile == q].max())
         out.append(
             {
                 "bin": q + 1,
                 "range": [round(low, 3), round(high, 3)],
-                "n": e.count,
-                "diff_llm": [round(e.mean, 4), round(e.low, 4), round(e.high, 4)],
+                "n": len(diffs),
+                "diff_llm": _est(diffs),
             }
         )
     return out
+
+
+# The subsets where typed-rag ties the LLM under both seeds (results/wiki-nfqa/seed43).
+TIED = ("hotpotqa", "musique", "nq")
+
+
+def _gold_cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "n": len(rows),
+        "diff_llm": _est([r["diff_llm"] for r in rows]),
+        "llm_states_gold": sum(r["llm_states_gold"] for r in rows),
+        "typed_states_gold": sum(r["typed_states_gold"] for r in rows),
+    }
+
+
+def by_gold(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per subset, for all of them and for the tied three against the rest: typed-rag minus
+    the LLM, and how many of each method's answers state the gold short answer, where a
+    shown passage held it and where none did."""
+    rows = [r for r in rows if r["gold_shown"] is not None]
+    groups: dict[str, Callable[[str], bool]] = {
+        "all": lambda s: True,
+        "tied three": lambda s: s in TIED,
+        "other three": lambda s: s not in TIED,
+    }
+    for subset in sorted({r["subset"] for r in rows}):
+        groups[subset] = lambda s, subset=subset: s == subset
+    out = {}
+    for name, member in groups.items():
+        mine = [r for r in rows if member(r["subset"])]
+        out[name] = {
+            "n": len(mine),
+            "shown": sum(r["gold_shown"] for r in mine),
+            "diff_llm": _est([r["diff_llm"] for r in mine]),
+            "with_gold": _gold_cell([r for r in mine if r["gold_shown"]]),
+            "without_gold": _gold_cell([r for r in mine if not r["gold_shown"]]),
+        }
+    return out
+
+
+GOLD_SERIES = (("with_gold", "a shown passage holds the gold answer", "#2e7d32"),
+               ("without_gold", "none does", "#9e9e9e"))  # fmt: skip
+
+
+def plot_gold(table: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Typed-rag minus the LLM per subset, where the passages held the gold answer and
+    where they did not, with 95% intervals."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.6), dpi=110)
+    names = list(table)
+    for j, (key, label, colour) in enumerate(GOLD_SERIES):
+        at = [(i, e) for i, s in enumerate(names) if (e := table[s][key]["diff_llm"])]
+        ys = [i + (j - 0.5) * 0.3 for i, _ in at]
+        xs = [e[0] for _, e in at]
+        err = [[e[0] - e[1] for _, e in at], [e[2] - e[0] for _, e in at]]
+        ax.errorbar(xs, ys, xerr=err, fmt="o", color=colour, label=label, capsize=2)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(names)), [f"{s} ({table[s]['shown']}/{table[s]['n']})" for s in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("typed-rag minus LLM, MRR difference [95% CI]")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def main() -> None:
@@ -104,7 +199,7 @@ def main() -> None:
     parser.add_argument("--run", type=Path, default=Path("results/wiki-nfqa/reranked"))
     parser.add_argument("--out", type=Path, default=Path("results/method/weak-retrieval"))
     args = parser.parse_args()
-    rows = signals(args.run)
+    rows = signals(args.run, load_settings())
     summary: dict[str, Any] = {"run": str(args.run), "n": len(rows), "routes": {}}
     for route in sorted({r["route"] for r in rows}):
         mine = [r for r in rows if r["route"] == route]
@@ -120,8 +215,21 @@ def main() -> None:
                 print(
                     f"  bin {t['bin']} {t['range']} n={t['n']}: {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]"
                 )
+    summary["gold_shown"] = by_gold(rows)
+    print("typed-rag minus the LLM; answers stating the gold (LLM / typed-rag), by whether a")
+    print("shown passage held it:")
+    for name, t in summary["gold_shown"].items():
+        cells = "  ".join(
+            f"{k} n={c['n']} {e[0]:+.3f} [{e[1]:+.3f}, {e[2]:+.3f}] "
+            f"states {c['llm_states_gold']}/{c['typed_states_gold']}"
+            if (e := (c := t[k])["diff_llm"])
+            else f"{k} -"
+            for k in ("with_gold", "without_gold")
+        )
+        print(f"  {name:<16} {cells}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"wrote {plot_gold(summary['gold_shown'], args.out / 'gold-shown.png')}")
 
 
 if __name__ == "__main__":
