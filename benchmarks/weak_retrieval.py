@@ -12,10 +12,11 @@ the BM25 index's store (the run kept only ids).
 
 A third signal needs no model: whether a shown passage holds the question's gold short
 answer (``gold_shown``, the retrieval evaluation's answer recall applied to what the answer
-was written from). Typed-rag minus the LLM is split by it per subset, which says whether a
-subset's tie with the LLM is one of retrieval (its passages rarely hold the answer) or of
-the answer (it is level even where they do). Writes ``<out>/summary.json`` and
-``<out>/gold-shown.png``.
+was written from). Typed-rag minus the LLM is split by it per subset, and for the subsets
+tied with the LLM against the rest, beside how many of each method's answers state that short
+answer. That says whether a tie is one of retrieval (the passages rarely hold the answer) or
+of the answer (level even where they do, e.g. because the model knew it already). Writes
+``<out>/summary.json`` and ``<out>/gold-shown.png``.
 
     python -m benchmarks.weak_retrieval --out results/method/weak-retrieval
 """
