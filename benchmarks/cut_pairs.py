@@ -121,7 +121,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"n_changed": len(records)}
     for key in ("mrr", "mpr"):
         e = estimate([r[key][1] - r[key][0] for r in records], n_boot=5000, seed=42)
-        summary[f"{key}_diff"] = [round(e.mean, 4), round(e.low, 4), round(e.high, 4)]
+        summary[f"{key}_diff"] = e.rounded()
     summary["better"] = sum(r["mrr"][1] > r["mrr"][0] for r in records)
     summary["worse"] = sum(r["mrr"][1] < r["mrr"][0] for r in records)
     return summary

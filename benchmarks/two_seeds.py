@@ -43,7 +43,7 @@ def scores(run: Path) -> tuple[dict[tuple[str, str], float], dict[str, str]]:
 
 def _est(diffs: list[float]) -> dict[str, Any]:
     e = estimate(diffs, n_boot=5000, seed=42)
-    return {"n": e.count, "diff": [round(e.mean, 4), round(e.low, 4), round(e.high, 4)]}
+    return {"n": e.count, "diff": e.rounded()}
 
 
 def pair_rows(a: Scores, b: Scores, subset: Mapping[str, str], x: str, y: str) -> list[dict]:

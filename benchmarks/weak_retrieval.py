@@ -33,10 +33,9 @@ import numpy as np
 
 from cli.eval_papers import index_lookup
 from eval.figures import plt
-from eval.gold import contains_gold, gold_aliases
+from eval.gold import contains_gold, gold_by_question
 from eval.metrics import estimate
 from eval.paired import row_scores
-from eval.wikinfqa import load_wikinfqa
 from typed_rag.config import Settings, load_settings
 from typed_rag.store import read_jsonl
 from typed_rag.subanswers import content_words
@@ -68,9 +67,7 @@ def signals(run: Path, settings: Settings) -> list[dict[str, Any]]:
     rows = [r for r in answers if r["method"] == "typed-rag"]
     ids = sorted({p["id"] for r in rows for p in r["result"]["passages"]})
     texts = index_lookup(settings)(ids)
-    gold = {
-        r.question_id: gold_aliases(r.gold) for r in load_wikinfqa(settings.eval.data_dir).records
-    }
+    gold = gold_by_question(settings.eval.data_dir)
     out = []
     for r in rows:
         qid = r["question_id"]
@@ -101,8 +98,7 @@ def signals(run: Path, settings: Settings) -> list[dict[str, Any]]:
 def _est(diffs: list[float]) -> list[float] | None:
     if not diffs:
         return None
-    e = estimate(diffs, n_boot=5000, seed=42)
-    return [round(e.mean, 4), round(e.low, 4), round(e.high, 4)]
+    return estimate(diffs, n_boot=5000, seed=42).rounded()
 
 
 def by_quartile(rows: list[dict[str, Any]], signal: str) -> list[dict[str, Any]]:

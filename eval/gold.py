@@ -13,6 +13,9 @@ import ast
 import re
 import string
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from eval.wikinfqa import load_wikinfqa
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -45,3 +48,9 @@ def contains_gold(text: str, aliases: Sequence[str]) -> bool:
     """Whether any normalised alias occurs in the normalised ``text`` (as whole words)."""
     norm = f" {normalize(text)} "
     return any(f" {a} " in norm for a in aliases)
+
+
+def gold_by_question(data_dir: str | Path) -> dict[str, list[str]]:
+    """Question id -> normalised gold short answers of Wiki-NFQA at ``data_dir``
+    (``UserError`` when the data is not there)."""
+    return {r.question_id: gold_aliases(r.gold) for r in load_wikinfqa(data_dir).records}

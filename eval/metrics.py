@@ -56,6 +56,10 @@ class Estimate:
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
 
+    def rounded(self, digits: int = 4) -> list[float]:
+        """``[mean, low, high]`` rounded, the form the summaries under ``results/`` keep."""
+        return [round(self.mean, digits), round(self.low, digits), round(self.high, digits)]
+
 
 def bootstrap_ci(
     values: Sequence[float], n_boot: int = 1000, seed: int = 42, level: float = 0.95

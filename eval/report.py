@@ -22,7 +22,7 @@ import numpy as np
 
 from eval.coverage_parse import KINDS
 from eval.figures import plot_mpr_by_type
-from eval.gold import gold_aliases
+from eval.gold import gold_by_question
 from eval.labels import REPORT_TYPE_ORDER, UNLABELLED, load_labels, type_counts
 from eval.linkage import EMPTY_CANDIDATE
 from eval.manifest import read_manifest
@@ -38,7 +38,7 @@ from eval.paired import (
 )
 from eval.report_markdown import ALL, est_of, render_markdown
 from eval.runner import ANSWERS, COVERAGE, RUN_LABELS, SCORES
-from eval.wikinfqa import SUBSETS, load_wikinfqa
+from eval.wikinfqa import SUBSETS
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.store import JsonlStore
@@ -147,10 +147,9 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
 def _gold(settings: Settings) -> dict[str, list[str]]:
     """question id -> normalised gold short answers (empty when the data is not there)."""
     try:
-        records = load_wikinfqa(settings.eval.data_dir).records
+        return gold_by_question(settings.eval.data_dir)
     except UserError:
         return {}
-    return {r.question_id: gold_aliases(r.gold) for r in records}
 
 
 def _cost(
