@@ -254,3 +254,19 @@ def test_top_k_matches_brute_force_across_blocks(n_queries: int, fast: bool) -> 
 
 def _kind(s: Settings, kind: str):  # noqa: ANN202
     return s.retrieval.model_copy(update={"kind": kind})
+
+
+def test_dtype_check_times_both_dtypes_and_compares_their_rankings(built: Settings) -> None:
+    """The benchmark's bfloat16-vs-float32 check on a built index: alternating rounds, a
+    median speed per dtype, and rankings that agree (the tiny corpus has 16 passages)."""
+    from benchmarks.hybrid_bench import dtype_check
+
+    queries = [PARAPHRASE, "how do vaccines train the immune system", "what is the capital"]
+    out = dtype_check(built, built.index_dir, queries, n=16, seed=0, rounds=2)
+    assert out["passages"] == 16 and out["queries"] == 3
+    for dt in ("bfloat16", "float32"):
+        assert len(out[f"{dt}_rounds"]) == 2 and out[f"{dt}_passages_per_s"] > 0
+    assert out["bfloat16_speedup"] == pytest.approx(
+        out["bfloat16_passages_per_s"] / out["float32_passages_per_s"], abs=0.01
+    )
+    assert out["cosine_min"] > 0.99 and out["top1_same"] == 1.0
