@@ -422,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexes.dense import build_dense
     from typed_rag.config import load_settings, parse_overrides
     from typed_rag.retrieval.bm25 import BM25Index
-    from typed_rag.retrieval.dense import DenseIndex, compute_dtype
+    from typed_rag.retrieval.dense import DenseIndex
+    from typed_rag.retrieval.dense_dtype import compute_dtype
     from typed_rag.retrieval.fusion import HybridRetriever
 
     overrides: dict[str, Any] = parse_overrides(args.set)

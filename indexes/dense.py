@@ -32,11 +32,11 @@ from typed_rag.retrieval.dense import (
     EMBEDDINGS_FILE,
     FORMAT_VERSION,
     STORED_DTYPE,
-    compute_dtype,
     dense_folder,
     load_dense_encoder,
     store_identity,
 )
+from typed_rag.retrieval.dense_dtype import compute_dtype, with_index_dtype
 from typed_rag.retrieval.store import PassageStore
 from typed_rag.retrieval.text import encoder_text
 
@@ -105,6 +105,8 @@ def build_dense(
     folder = dense_folder(index_dir)
     t0 = time.perf_counter()
     try:
+        # an existing index keeps its dtype under `auto` (no probe, no rebuild for a new one)
+        settings = with_index_dtype(settings, mf.read_manifest(folder))
         model, model_dir = load_dense_encoder(settings)
         r = settings.retrieval
         n = len(store)

@@ -270,3 +270,34 @@ def test_dtype_check_times_both_dtypes_and_compares_their_rankings(built: Settin
         out["bfloat16_passages_per_s"] / out["float32_passages_per_s"], abs=0.01
     )
     assert out["cosine_min"] > 0.99 and out["top1_same"] == 1.0
+
+
+def test_auto_keeps_a_built_index_in_its_dtype_without_probing(
+    fresh: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index encoded in bfloat16 is neither rebuilt by `--if-missing` nor re-probed when
+    `auto` would now choose float32 (a new version of the rule, or another machine)."""
+    import typed_rag.retrieval.dense_dtype as dd
+
+    pinned = fresh.model_copy(
+        update={"retrieval": fresh.retrieval.model_copy(update={"dense_dtype": "bfloat16"})}
+    )
+    build_dense(pinned, show_progress=False)
+
+    def no_probe(settings: Settings) -> str:
+        raise AssertionError("probed although the index has a dtype")
+
+    monkeypatch.setattr(dd, "faster_cpu_dtype", no_probe)
+    monkeypatch.setattr(dd, "cpu_has_bf16", lambda: True)
+    assert fresh.retrieval.dense_dtype == "auto"
+    assert build_dense(fresh, show_progress=False, if_missing=True).skipped
+    index = DenseIndex.from_settings(fresh)
+    assert index.manifest["compute_dtype"] == "bfloat16"
+    assert str(next(index.model.parameters()).dtype) == "torch.bfloat16"
+
+
+def test_probe_times_the_real_encoder_in_both_dtypes(fresh: Settings) -> None:
+    from typed_rag.retrieval.dense_dtype import probe_speeds
+
+    speeds = probe_speeds(fresh, passages=8)
+    assert set(speeds) == {"float32", "bfloat16"} and min(speeds.values()) > 0

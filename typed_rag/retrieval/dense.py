@@ -32,10 +32,11 @@ import numpy as np
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
-from typed_rag.encoder import cpu_has_bf16, encode, load_sentence_model, model_fingerprint
+from typed_rag.encoder import encode, load_sentence_model, model_fingerprint
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
 from typed_rag.retrieval.base import Passage
+from typed_rag.retrieval.dense_dtype import compute_dtype, with_index_dtype
 from typed_rag.retrieval.store import TEXT_FILE, PassageStore
 
 if TYPE_CHECKING:
@@ -67,18 +68,6 @@ def store_identity(index_dir: Path, n: int) -> dict[str, Any]:
         "bytes": (index_dir / TEXT_FILE).stat().st_size,
         "built_at": manifest.get("build", {}).get("finished_at"),
     }
-
-
-def compute_dtype(settings: Settings) -> str:
-    """``retrieval.dense_dtype`` with ``auto`` resolved for the configured device."""
-    r = settings.retrieval
-    if r.dense_dtype != "auto":
-        return r.dense_dtype
-    if r.dense_device.startswith("cuda"):
-        import torch
-
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return "bfloat16" if r.dense_device == "cpu" and cpu_has_bf16() else "float32"
 
 
 def load_dense_encoder(settings: Settings) -> tuple[SentenceTransformer, Path]:
@@ -243,11 +232,12 @@ class DenseIndex:
     def from_settings(cls, settings: Settings, index_dir: str | Path | None = None) -> DenseIndex:
         index_dir = Path(index_dir) if index_dir is not None else settings.index_dir
         folder = dense_folder(index_dir)
-        if mf.read_manifest(folder) is None:  # before loading a model
+        manifest = mf.read_manifest(folder)
+        if manifest is None:  # before loading a model
             raise UserError(
                 f"no dense index in {folder}; build it with `{build_command(index_dir)}`"
             )
-        model, path = load_dense_encoder(settings)
+        model, path = load_dense_encoder(with_index_dtype(settings, manifest))
         return cls(
             index_dir,
             model,
