@@ -158,7 +158,7 @@ CHANGES: tuple[Change, ...] = (
     Change("multi-hop chains answered link by link first (fresh multi-hop questions)",
            "method.resolve_hops=true", "off", f"{M}/multi-hop/fresh-hops:typed-rag",
            f"{M}/multi-hop/fresh-base:typed-rag", f"{M}/multi-hop/fresh-hops-vs-base.json"),
-    Change("hybrid retrieval, BM25 and dense fused (first 16 fresh multi-hop questions)",
+    Change("hybrid retrieval, BM25 and dense fused (37 fresh multi-hop questions)",
            "retrieval.kind=hybrid", "off", f"{M}/hybrid-retrieval/hybrid:typed-rag",
            f"{M}/hybrid-retrieval/base:typed-rag", f"{M}/hybrid-retrieval/hybrid-vs-base.json"),
     Change("the classifier's confident typed route over the label (headline, 20 rerouted)",
