@@ -105,8 +105,9 @@ def build_dense(
     folder = dense_folder(index_dir)
     t0 = time.perf_counter()
     try:
+        old = mf.read_manifest(folder)
         # an existing index keeps its dtype under `auto` (no probe, no rebuild for a new one)
-        settings = with_index_dtype(settings, mf.read_manifest(folder))
+        settings = with_index_dtype(settings, old)
         model, model_dir = load_dense_encoder(settings)
         r = settings.retrieval
         n = len(store)
@@ -124,7 +125,6 @@ def build_dense(
             "normalized": True,
             "store": store_identity(index_dir, n),
         }
-        old = mf.read_manifest(folder)
         reason = _mismatch(old, wanted, folder)
         done = 0
         if reason is None and old is not None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from typed_rag.config import Settings
+from typed_rag.cpuinfo import cpu_flags
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
 
@@ -126,15 +127,7 @@ def encode(model: SentenceTransformer, texts: Sequence[str], batch_size: int) ->
 
 def cpu_has_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (else torch emulates it, slowly)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[-1].split())
-            return bool(flags & {"avx512_bf16", "amx_bf16"})
-    return False
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 def model_fingerprint(folder: Path) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from typed_rag.config import Settings
+from typed_rag.cpuinfo import cpu_flags
 from typed_rag.errors import UserError
 from typed_rag.models.integrity import sha256_file
 
@@ -29,21 +30,10 @@ WEIGHTS = "e5-small-q4.bin"
 SOURCE = "e5.c"
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 def compile_flags() -> list[str]:
     """AVX2/FMA/F16C kernels where the CPU has them; the engine's portable path otherwise."""
     flags = ["-O3", "-fopenmp", "-fPIC", "-shared"]
-    if {"avx2", "fma", "f16c"} <= _cpu_flags():
+    if {"avx2", "fma", "f16c"} <= cpu_flags():
         flags += ["-mavx2", "-mfma", "-mf16c"]
     return flags
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import random
 import time
 from pathlib import Path
 from typing import Any
 
 from typed_rag.config import Settings
+from typed_rag.cpuinfo import cpu_name
 from typed_rag.encoder import cpu_has_bf16, encode, load_sentence_model
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def faster_cpu_dtype(settings: Settings) -> str:
     r = settings.retrieval
     key = "|".join(
         [
-            _cpu_name(),
+            cpu_name(),
             f"threads={torch.get_num_threads()}",
             f"torch={torch.__version__}",
             r.dense_model,
@@ -127,18 +127,6 @@ def probe_speeds(settings: Settings, passages: int = PROBE_PASSAGES) -> dict[str
         encode(model, texts, r.dense_batch_size)
         speeds[dt] = round(len(texts) / max(time.perf_counter() - t0, 1e-9), 1)
     return speeds
-
-
-def _cpu_name() -> str:
-    try:
-        for line in (
-            Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-        ):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _read(path: Path) -> dict[str, Any]:
