@@ -10,15 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from eval.wikinfqa import load_wikinfqa
-from typed_rag.config import Settings
-from typed_rag.conversation_set import (
+from eval.data.wikinfqa import load_wikinfqa
+from training.conversation_set import (
     Conversation,
     build_conversations,
     evaluate,
     read_conversations,
     write_conversations,
 )
+from typed_rag.config import Settings
 from typed_rag.engines import build_engine
 from typed_rag.engines.base import EngineError
 from typed_rag.errors import UserError

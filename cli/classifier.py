@@ -66,7 +66,7 @@ def _kind(args: argparse.Namespace, settings: Settings) -> str:
 
 
 def _train(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier import training  # heavy: torch
+    from training.classifier import train as training  # heavy: torch
 
     kind = _kind(args, settings)
     if args.if_missing and (existing := _up_to_date(settings, args, kind)) is not None:
@@ -129,7 +129,7 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from typed_rag.classifier.training import evaluate  # heavy: torch
+    from training.classifier.train import evaluate  # heavy: torch
 
     data = read_nfcats_csv(args.data or split_path(settings.classifier.data_dir, "valid"))
     classifier = build_classifier(settings)

@@ -23,9 +23,9 @@ from cli.eval_shared import (
     warn_if_self_judged,
 )
 from eval import constraints
-from eval.labels import default_labels_path, load_labels
-from eval.manifest import scorer_name, write_manifest
-from eval.resume import EvalAborted
+from eval.data.labels import default_labels_path, load_labels
+from eval.runs.manifest import scorer_name, write_manifest
+from eval.runs.resume import EvalAborted
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError

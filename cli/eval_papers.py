@@ -21,18 +21,18 @@ from eval.context.analysis import evaluate as evaluate_contexts
 from eval.context.inputs import Lookup, add_retrievers, run_questions, store_lookup
 from eval.context.judge import CruxJudge
 from eval.context.run import ContextRun
-from eval.manifest import read_manifest, scorer_name
-from eval.methods import parse_methods
+from eval.data.methods import parse_methods
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.resample import Judge
 from eval.retrieval.evaluate import Builder
 from eval.retrieval.spec import Spec
-from eval.runner import ANSWERS
+from eval.runs.manifest import read_manifest, scorer_name
+from eval.runs.runner import ANSWERS
 from eval.subcoverage import evaluate_subcoverage
 from eval.subcoverage.inputs import reference_items
-from eval.wikinfqa import WikiNFQARecord
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.resample import Judge
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.store import JsonlStore
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eval.manifest import scorer_name
-from eval.wikinfqa import WikiNFQA, load_wikinfqa
+from eval.data.wikinfqa import WikiNFQA, load_wikinfqa
+from eval.runs.manifest import scorer_name
 from typed_rag import classifier as type_classifier
 from typed_rag.config import EngineSettings, Settings, load_settings
 from typed_rag.errors import UserError

@@ -1,5 +1,5 @@
 """``typed-rag eval support``: are the cited sentences of a run's answers supported by their
-citations? (issue 15; the judge and its definition of "supported" are in :mod:`eval.support`)."""
+citations? (issue 15; the judge and its definition of "supported" are in :mod:`eval.citation_support`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from cli.eval_shared import (
     scorer_settings_for,
     warn_if_self_judged,
 )
-from eval.manifest import read_manifest, scorer_name
-from eval.methods import parse_methods
-from eval.resume import progress_bar
-from eval.runner import ANSWERS
-from eval.support import common_rows, evaluate_support, render
+from eval.citation_support import common_rows, evaluate_support, render
+from eval.data.methods import parse_methods
+from eval.runs.manifest import read_manifest, scorer_name
+from eval.runs.resume import progress_bar
+from eval.runs.runner import ANSWERS
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError

@@ -23,24 +23,24 @@ from cli.eval_shared import (
     scorer_settings_for,
     warn_if_self_judged,
 )
-from eval.compare import compare_runs, format_comparison
-from eval.distributed import DistributedEvalRunner
-from eval.judge_run import render, run_validity
-from eval.labels import (
+from eval.data.labels import (
     classify_questions,
     default_labels_path,
     distribution_table,
     load_labels,
     save_labels,
 )
-from eval.manifest import scorer_name, write_manifest
-from eval.methods import parse_methods
-from eval.report import write_report
-from eval.routes import CLASSIFIED
-from eval.runner import ANSWERS, RUN_LABELS, EvalRunner
-from eval.selection import select_questions
-from eval.splice import Classify, splice
-from eval.wikinfqa import parse_subsets
+from eval.data.methods import parse_methods
+from eval.data.routes import CLASSIFIED
+from eval.data.selection import select_questions
+from eval.data.wikinfqa import parse_subsets
+from eval.judging.validity_run import render, run_validity
+from eval.reports.compare import compare_runs, format_comparison
+from eval.reports.report import write_report
+from eval.runs.distributed import DistributedEvalRunner
+from eval.runs.manifest import scorer_name, write_manifest
+from eval.runs.runner import ANSWERS, RUN_LABELS, EvalRunner
+from eval.runs.splice import Classify, splice
 from typed_rag import engines, system
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
@@ -314,7 +314,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     def make_scorer() -> Any:
         return engines.build_engine(scorer)
 
-    if args.ray:  # same phases and files; batches run on Ray actors (eval/distributed.py)
+    if args.ray:  # same phases and files; batches run on Ray actors (eval/runs/distributed.py)
         runner: EvalRunner = DistributedEvalRunner(
             settings,
             run_dir,

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import typed_rag.retrieval.manifest as mf
-from eval.labels import default_labels_path
+from eval.data.labels import default_labels_path
 from eval.retrieval.evaluate import evaluate, format_table, judge
 from indexes.build import build_index
 from indexes.dense import build_dense

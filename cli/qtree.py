@@ -10,10 +10,11 @@ from pathlib import Path
 
 from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
 from eval.constraints.dataset import load_set
+from training.qtree.dataset import QTreeConfig, QTreeQuestion, build_qtree_dataset
+from training.qtree.summary import write_summary
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.qtree import QTreeConfig, QTreeQuestion, build_qtree_dataset, write_summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,7 +103,7 @@ def cmd_summary(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        from typed_rag.qtree.training import PlannerTrainConfig, train_planner  # heavy: trl
+        from training.qtree.planner import PlannerTrainConfig, train_planner  # heavy: trl
     except ImportError as exc:
         raise UserError(
             f"planner training needs the planner extra (pip install .[planner]): {exc}"

@@ -12,15 +12,38 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-AREAS = ("typed_rag", "indexes", "serving", "ui", "eval", "cli")
+AREAS = ("typed_rag", "indexes", "serving", "ui", "eval", "training", "cli", "benchmarks")
 # Which areas each area may import (itself always).
 ALLOWED: dict[str, set[str]] = {
-    "typed_rag": set(),
+    "typed_rag": set(),  # the runtime: never training, eval or anything above it
     "indexes": {"typed_rag"},
     "serving": {"typed_rag", "ui"},  # the server mounts the demo
     "ui": {"typed_rag"},
     "eval": {"typed_rag", "indexes"},
-    "cli": set(AREAS),
+    "training": {"typed_rag", "eval"},  # judges and resampling come from eval
+    "cli": {"typed_rag", "indexes", "serving", "ui", "eval", "training"},
+    "benchmarks": {"typed_rag", "indexes", "serving", "ui", "eval", "training", "cli"},
+}
+# Inside the runtime, packages that must not import others (source prefix -> forbidden
+# prefixes): an engine only generates text, so it knows no pipeline, retrieval or finishing
+# step; retrieval knows no pipeline; finishing works on text and passages, not on pipelines.
+SUB_LAYERS: dict[str, tuple[str, ...]] = {
+    "typed_rag.engines": (
+        "typed_rag.pipelines",
+        "typed_rag.retrieval",
+        "typed_rag.finishing",
+        "typed_rag.system",
+        "typed_rag.routing",
+    ),
+    "typed_rag.retrieval": (
+        "typed_rag.pipelines",
+        "typed_rag.engines",
+        "typed_rag.system",
+        "typed_rag.finishing",
+    ),
+    "typed_rag.rerank": ("typed_rag.pipelines", "typed_rag.system"),
+    "typed_rag.finishing": ("typed_rag.pipelines", "typed_rag.system", "typed_rag.engines"),
+    "typed_rag.classifier": ("typed_rag.pipelines", "typed_rag.system"),
 }
 
 
@@ -87,6 +110,18 @@ def test_areas_import_only_what_their_layer_allows() -> None:
         if (src := m.split(".")[0]) != (dst := t.split(".")[0]) and dst not in ALLOWED[src]
     ]
     assert not bad, "imports across layers:\n" + "\n".join(sorted(bad))
+
+
+def test_runtime_sub_layers() -> None:
+    bad = [
+        f"{m} -> {t}"
+        for m, targets in graph().items()
+        for src, forbidden in SUB_LAYERS.items()
+        if m == src or m.startswith(src + ".")
+        for t in targets
+        if any(t == f or t.startswith(f + ".") for f in forbidden)
+    ]
+    assert not bad, "imports against the runtime's sub-layers:\n" + "\n".join(sorted(bad))
 
 
 def test_no_import_cycle() -> None:

@@ -323,7 +323,7 @@ class EvalSettings(BaseModel):
     # which favours the methods that cite.
     judge_citations: Literal["keep", "strip"] = "keep"
     # ... and with or without its sentences that vouch for its sources ("This answer is
-    # supported by the references."; typed_rag.source_talk): the judge pays for one such
+    # supported by the references."; typed_rag.finishing.source_talk): the judge pays for one such
     # sentence as for content (judge validity, README), and no graded reference has one.
     judge_source_talk: Literal["keep", "strip"] = "keep"
     # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
@@ -343,7 +343,7 @@ class EvalSettings(BaseModel):
     # "labels-factoid" follows the labels except where the classifier is confident the
     # question is FACTOID (Wiki-NFQA's questions come from factoid datasets);
     # "labels-classifier" also where it is confident of a typed type (the server's
-    # pipeline for that question). eval/routes.py has the rule.
+    # pipeline for that question). eval/data/routes.py has the rule.
     route: Literal["labels", "classifier", "labels-factoid", "labels-classifier"] = "labels"
     # Sub-question coverage (more than the paper): judge output length and the
     # 0-5 answerability score from which a passage set "can answer" a question.

@@ -19,11 +19,13 @@ judges compliance of the answer with an LLM instead.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from typed_rag import plan_examples
 from typed_rag.json_reply import PlanError, clean_strings, extract_json, lookup
 from typed_rag.messages import ANALYST_SYSTEM, Messages
 
@@ -52,6 +54,10 @@ CONSTRAINT_SCHEMA: dict[str, Any] = {
     "required": ["question", "include", "exclude"],
     "additionalProperties": False,
 }
+# The detector finds no constraint in the example (what the fake engine replays).
+plan_examples.register(
+    CONSTRAINT_SCHEMA["title"], json.dumps({"question": "", "include": [], "exclude": []})
+)
 
 
 @dataclass

@@ -54,3 +54,22 @@ def cited_numbers(text: str) -> list[int]:
             if n not in seen:
                 seen.append(n)
     return seen
+
+
+# The section headings of the final answer prompts (``### Question`` ...). A small model
+# sometimes copies them, with what follows, into its answer (``method.drop_echo``).
+PROMPT_HEADINGS = (
+    "Question",
+    "Original question",
+    "References",
+    "Question-answer pairs",
+    "Draft answer from memory",
+    "Facts found",
+    "How to write the answer",
+    "Comparison type",
+    "Items to compare",
+    "Debate topic",
+    "Responses",
+    "Perspectives",
+    "Answer",
+)

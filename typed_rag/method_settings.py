@@ -204,7 +204,7 @@ class MethodSettings(BaseModel):
     drop_draft_talk: bool | None = None
     # A typed-rag answer loses its sentences about its sources rather than its subject
     # ("This can be found in references [1] and [3].", "This answer directly addresses the
-    # question."): typed_rag.source_talk (trace: ``unsourced``; not a streamed answer).
+    # question."): typed_rag.finishing.source_talk (trace: ``unsourced``; not a streamed answer).
     drop_source_talk: bool | None = None
     # A typed-rag answer loses the paragraphs after its first that copy a shown passage the
     # way the prompt lists it ("[3] Malta, a Southern European island ..."), and the "...
@@ -243,7 +243,7 @@ class MethodSettings(BaseModel):
     # sentence-passage match when that passage shares at least this much (None: off).
     cite_floor_share: float | None = Field(None, ge=0.0, le=1.0)
     # ... and a passage is cited for a sentence only if it also names the sentence's
-    # numbers and names (typed_rag.citations.specifics).
+    # numbers and names (typed_rag.finishing.citations.specifics).
     cite_specifics: bool | None = None
     # 7. At most this many sub-queries / debate perspectives (2-5), and their wording:
     #    single "aspects" of the question, or the paper's "paraphrase"s of it.
@@ -255,7 +255,7 @@ class MethodSettings(BaseModel):
     # 8. Sub-answers (reason/instruction sub-queries, debate perspectives): "generate"
     #    one RAG answer each (the paper), or "extract" the sentences of each one's
     #    passages that best match it, with their [n] (no engine call; see
-    #    typed_rag.subanswers.extract_evidence).
+    #    typed_rag.finishing.subanswers.extract_evidence).
     sub_answers: Literal["generate", "extract"] | None = None
     # How the DEBATE mediator's prompt lists the perspectives' answers: numbered
     # "Response 1 (perspective: X)" lines (the paper's "responses"), or each under its

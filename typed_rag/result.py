@@ -94,7 +94,7 @@ class Result(BaseModel):
     fallbacks: list[str] = Field(default_factory=list)
     # The final answer's citation numbers that point at a shown passage (in
     # ``passages``), and those that do not (removed from ``answer`` when
-    # ``method.strip_invalid_citations`` is set); see typed_rag.citations.
+    # ``method.strip_invalid_citations`` is set); see typed_rag.finishing.citations.
     citations: list[int] = Field(default_factory=list)
     invalid_citations: list[int] = Field(default_factory=list)
     # Numbers ``method.post_cite`` added to uncited sentences, and removed from

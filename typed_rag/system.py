@@ -17,7 +17,7 @@ CONTRACT (used by serving/ and eval/); the pipelines implement it:
 Bad arguments raise :class:`~typed_rag.errors.UserError`.
 
 The steps before the pipeline (standalone follow-up, constraints, type) are in
-:mod:`typed_rag.routing`; the citation checks after it in :mod:`typed_rag.finishing`.
+:mod:`typed_rag.routing`; the citation checks after it in :mod:`typed_rag.finishing.finish`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typed_rag.constraints import with_instructions
 from typed_rag.conversation import ChatOptions, Turn, with_chat_options
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
-from typed_rag.finishing import finish
+from typed_rag.finishing.finish import finish
 from typed_rag.pipelines import MODES, Context, Final, pipeline_for
 from typed_rag.progress import Progress, ProgressSink
 from typed_rag.qtree.answering import prepare_outline_guided
@@ -179,7 +179,7 @@ class TypedRAG:
             question, mode, force_type, top_k, seed, None, sampling, on_event, chat
         )
         ctx.result.answer = (await ctx.run_final(final)).strip()
-        return finish(ctx, start)
+        return finish(ctx.result, ctx.settings.method.options(), start)
 
     async def answer_stream(
         self,
@@ -225,7 +225,7 @@ class TypedRAG:
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
-        yield finish(ctx, start, streamed=True)
+        yield finish(ctx.result, ctx.settings.method.options(), start, streamed=True)
 
     async def rewrite(
         self, message: str, history: Sequence[Turn], seed: int | None = None
@@ -289,7 +289,7 @@ class TypedRAG:
                     questions[i], mode, forced[i], top_k, seed, pre, sampling
                 )
                 ctx.result.answer = (await ctx.run_final(final)).strip()
-                return finish(ctx, t0)
+                return finish(ctx.result, ctx.settings.method.options(), t0)
 
         return list(await asyncio.gather(*(one(i) for i in range(len(questions)))))
 

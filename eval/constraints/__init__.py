@@ -23,6 +23,7 @@ matching they share. Every name is importable from ``eval.constraints``.
 
 from __future__ import annotations
 
+from eval.answer_coverage.parse import BAD_SHAPE, NO_JSON
 from eval.constraints.dataset import (
     CANDIDATE_FACTOR,
     FACTOID_LIKE,
@@ -86,7 +87,6 @@ from eval.constraints.runner import (
     parse_arms,
 )
 from eval.constraints.topics import topics_overlap
-from eval.coverage_parse import BAD_SHAPE, NO_JSON
 
 __all__ = [
     "ANSWERS",

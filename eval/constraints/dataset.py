@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval.answer_coverage.parse import BAD_SHAPE, NO_JSON
 from eval.constraints.topics import as_sentence, content_words, topics_overlap
-from eval.coverage_parse import BAD_SHAPE, NO_JSON
-from eval.labels import UNLABELLED, QuestionLabel, type_of
-from eval.wikinfqa import SUBSETS, WikiNFQARecord
+from eval.data.labels import UNLABELLED, QuestionLabel, type_of
+from eval.data.wikinfqa import SUBSETS, WikiNFQARecord
+from eval.judging.resample import Parsed, generate_until_parsed
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
 from typed_rag.json_reply import extract_json
-from typed_rag.resample import Parsed, generate_until_parsed
 from typed_rag.types import QuestionType
 
 # Parse failure reasons of set building (besides NO_JSON and BAD_SHAPE).

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval.answer_coverage.parse import BAD_SHAPE, NO_JSON
 from eval.constraints.dataset import SYSTEM_PROMPT
 from eval.constraints.topics import as_sentence
-from eval.coverage_parse import BAD_SHAPE, NO_JSON
+from eval.judging.resample import Judge, Outcome, Parsed, generate_until_parsed
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.json_reply import extract_json
-from typed_rag.resample import Judge, Outcome, Parsed, generate_until_parsed
 
 # Parse failure reasons of the judge (besides NO_JSON and BAD_SHAPE).
 LENGTH_MISMATCH = "length-mismatch"

@@ -26,9 +26,9 @@ from eval.constraints.runner import (
     arm_question_key,
 )
 from eval.constraints.topics import topics_overlap
-from eval.labels import REPORT_TYPE_ORDER, UNLABELLED
-from eval.metrics import estimate
-from eval.paired import ALL, diff_cells, pair_rows, row_scores
+from eval.data.labels import REPORT_TYPE_ORDER, UNLABELLED
+from eval.reports.linkage_metrics import estimate
+from eval.reports.paired import ALL, diff_cells, pair_rows, row_scores
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
 from typed_rag.errors import UserError

@@ -23,15 +23,16 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from eval.batches import answer_each, result_dict, score_chunk
 from eval.constraints.dataset import ConstraintItem
 from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
-from eval.judge_view import JudgeView
-from eval.labels import QuestionLabel
-from eval.linkage_prob import build_scorer
-from eval.manifest import scorer_name
-from eval.methods import parse_choices
-from eval.resume import (
+from eval.data.labels import QuestionLabel
+from eval.data.methods import parse_choices
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage_prob import build_scorer
+from eval.judging.view import JudgeView
+from eval.runs.batches import answer_each, result_dict, score_chunk
+from eval.runs.manifest import scorer_name
+from eval.runs.resume import (
     PhaseCounts,
     awaiting_judgement,
     lazy,
@@ -40,7 +41,6 @@ from eval.resume import (
     split_pending,
     store_batch,
 )
-from eval.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
@@ -208,7 +208,7 @@ class ConstraintRunner:
     async def _answer_chunk(
         self, answerer: Any, chunk: Sequence[ConstraintItem], arm: str
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Answer a batch (see :func:`eval.batches.answer_each`) into answer records."""
+        """Answer a batch (see :func:`eval.runs.batches.answer_each`) into answer records."""
         results, errors, wall = await answer_each(
             answerer,
             [it.conditioned_question for it in chunk],

@@ -18,8 +18,8 @@ from eval.context.run import (
     pool_of,
     reference_name,
 )
-from eval.gold import contains_gold, gold_aliases
-from eval.metrics import estimate, ordered, paired_difference
+from eval.data.gold import contains_gold, gold_aliases
+from eval.reports.linkage_metrics import estimate, ordered, paired_difference
 
 CONTEXT_METRICS: tuple[str, ...] = ("coverage", "alpha_ndcg", "density", "hit", "ap", "ndcg")
 

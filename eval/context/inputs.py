@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eval.context.run import ContextQuestion, reference_name
-from eval.runner import ANSWERS
-from eval.wikinfqa import WikiNFQARecord
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.runs.runner import ANSWERS
 from typed_rag.retrieval import Retriever
 from typed_rag.store import JsonlStore
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval.judging.resample import Judge, Outcome, Parsed, generate_until_parsed
 from typed_rag.engines.base import ChoiceRequest
 from typed_rag.json_reply import extract_json
-from typed_rag.resample import Judge, Outcome, Parsed, generate_until_parsed
 
 MAX_SUB_QUESTIONS = 8
 MAX_TEXT_CHARS = 1500

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.gold import gold_aliases, normalize
+from eval.data.gold import gold_aliases, normalize
 from typed_rag.retrieval import Passage
 
 KS: tuple[int, ...] = (1, 5, 10, 20, 100)

@@ -32,11 +32,11 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from eval.labels import load_labels
+from eval.data.labels import load_labels
+from eval.data.wikinfqa import load_wikinfqa
 from eval.retrieval.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
 from eval.retrieval.relevance import fixed_sample, judged_rows, pipeline_queries
 from eval.retrieval.spec import RERANKER_MODELS, Spec, settings_spec
-from eval.wikinfqa import load_wikinfqa
 from typed_rag.config import Settings
 from typed_rag.encoder import load_sentence_model
 from typed_rag.engines.factory import build_engine

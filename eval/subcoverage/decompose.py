@@ -1,7 +1,7 @@
 """The paper's two-step decomposition: list sub-questions, then classify each one.
 
 Both steps are JSON under a schema, parsed tolerantly and resampled a bounded
-number of times (:func:`typed_rag.resample.generate_until_parsed`); a question
+number of times (:func:`eval.judging.resample.generate_until_parsed`); a question
 whose steps never parse is recorded with the reason, never guessed.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval.judging.resample import Judge, Outcome, Parsed, generate_until_parsed
 from eval.subcoverage.prompts import MAX_SUB_QUESTIONS, classify_messages, list_messages
 from typed_rag.json_reply import extract_json
-from typed_rag.resample import Judge, Outcome, Parsed, generate_until_parsed
 
 KINDS: tuple[str, ...] = ("core", "background", "follow_up")
 

@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eval.judging.resample import Judge, Outcome, Parsed, generate_until_parsed
 from eval.subcoverage.decompose import BAD_SHAPE, NO_JSON
 from eval.subcoverage.prompts import VERDICT_PREFIX, fragment_messages, verdict_messages
 from typed_rag.engines.base import ChoiceRequest
 from typed_rag.json_reply import extract_json
-from typed_rag.resample import Judge, Outcome, Parsed, generate_until_parsed
 
 CHOICES: tuple[str, str] = ("yes", "no")
 FRAGMENT_SCHEMA = {

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval.metrics import Estimate
+from eval.reports.linkage_metrics import Estimate
 from eval.subcoverage.decompose import KINDS
 
 WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}

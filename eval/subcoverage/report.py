@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eval.report_markdown import est_of, fmt
+from eval.reports.markdown import est_of, fmt
 
 KINDS = ("core", "background", "follow_up")
 

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eval.metrics import Estimate, estimate, ordered
+from eval.reports.linkage_metrics import Estimate, estimate, ordered
 from eval.subcoverage import metrics as m
 from eval.subcoverage.decompose import KINDS
 from eval.subcoverage.inputs import REFERENCE, AnswerItem

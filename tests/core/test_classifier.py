@@ -234,7 +234,7 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Set-up runs ``classifier train --if-missing`` on every start: it must not retrain."""
-    import typed_rag.classifier.training as training
+    import training.classifier.train as training
     from cli.main import main
     from typed_rag.classifier.lexical import LexicalPart, LinearModel, Vocabulary
 

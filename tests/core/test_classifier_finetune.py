@@ -14,15 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from typed_rag.classifier import build_classifier, restrict
-from typed_rag.classifier.base import TypeClassifier
-from typed_rag.classifier.crossval import (
+from training.classifier.crossval import (
     bootstrap_ci,
     cross_validate,
     paired_difference,
     stratified_folds,
     stratified_split,
 )
+from training.classifier.finetune import fine_tune
+from typed_rag.classifier import build_classifier, restrict
+from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.finetune import (
     ARTEFACT_NAME,
     FineTuneConfig,
@@ -32,7 +33,6 @@ from typed_rag.classifier.finetune import (
     read_meta,
     save_artefact,
 )
-from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError
@@ -111,7 +111,7 @@ def test_soup_averages_members_that_start_alike_and_its_first_is_the_single_run(
 ) -> None:
     from dataclasses import replace
 
-    from typed_rag.classifier.finetune_train import average_states
+    from training.classifier.finetune import average_states
 
     (single, _, _), _ = trained
     q_tr, y_tr = _questions(16, seed=1)
@@ -190,8 +190,8 @@ def test_train_finetuned_with_lexical_part_saves_what_it_scored(
     """``classifier.lexical=true`` joins the lexical part to the fine-tuned encoder: the saved
     classifier gives the probabilities the training report scored, and they are the geometric
     mean of both."""
+    from training.classifier.train import train_finetuned_classifier
     from typed_rag.classifier.head import combine
-    from typed_rag.classifier.training import train_finetuned_classifier
 
     q_tr, y_tr = _questions(16, seed=1)
     q_va, y_va = _questions(4, seed=2)
@@ -239,7 +239,7 @@ def test_missing_or_foreign_artefact_is_a_user_error(tmp_path: Path) -> None:
 def test_train_if_missing_for_finetuned_kind(
     tmp_path: Path, trained, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import typed_rag.classifier.training as training
+    import training.classifier.train as training
     from cli.main import main
 
     (res, _, enc_config), _ = trained

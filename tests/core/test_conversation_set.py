@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from eval.wikinfqa import WikiNFQARecord
-from typed_rag.conversation_set import (
+from eval.data.wikinfqa import WikiNFQARecord
+from training.conversation_set import (
     FOLLOW_UPS,
     build_conversations,
     evaluate,

@@ -8,8 +8,8 @@ import re
 from tests.core.test_method_options import DEBATE, PLAN, Q, final_request, user_text
 from typed_rag.config import load_settings
 from typed_rag.engines.fake import scripted_responder
+from typed_rag.finishing.subanswers import MAX_SENTENCE_WORDS, extract_evidence
 from typed_rag.progress import Progress
-from typed_rag.subanswers import MAX_SENTENCE_WORDS, extract_evidence
 from typed_rag.types import QuestionType as T
 
 PASSAGES = [

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
-from typed_rag.echo import drop_prompt_echo
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
-from typed_rag.finishing import cut_answer, first_sentences, trim_to_sentence
+from typed_rag.finishing.echo import drop_prompt_echo
+from typed_rag.finishing.finish import cut_answer, first_sentences, trim_to_sentence
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM, QUESTION_VIEW
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
 from typed_rag.pipelines.grounding import DRAFT_QUERY_WORDS
@@ -611,7 +611,7 @@ def test_cut_answer_trims_only_an_end_the_echo_left() -> None:
     ],
 )
 def test_drop_draft_talk(text: str, expected: str | None) -> None:
-    from typed_rag.finishing import drop_draft_talk
+    from typed_rag.finishing.finish import drop_draft_talk
 
     if text.startswith("Steps"):
         expected = "Steps:\n1. Dig [1].\n2. Sift."
@@ -653,7 +653,7 @@ COPIED = "[3] Malta\nMalta is an island country in the Mediterranean Sea."
     ],
 )
 def test_drop_passage_copies(text: str, expected: str | None) -> None:
-    from typed_rag.echo import drop_passage_copies
+    from typed_rag.finishing.echo import drop_passage_copies
 
     assert drop_passage_copies(text) == (text if expected is None else expected)
 

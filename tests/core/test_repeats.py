@@ -1,8 +1,8 @@
-"""``typed_rag.repeats.drop_repeats``: a small model's loops said once, its layout kept."""
+"""``typed_rag.finishing.repeats.drop_repeats``: a small model's loops said once, its layout kept."""
 
 import pytest
 
-from typed_rag.repeats import drop_repeats
+from typed_rag.finishing.repeats import drop_repeats
 
 LOOP = "#### Calendar\nThe difference is about [1]:\n- [1] 6 days\n- [2] 6 days\n- [3] 6 days"
 PENN = "The Commonwealth of Pennsylvania was founded by William Penn in 1681 [1]."

@@ -1,14 +1,14 @@
-"""Sentence ends that are not: initials and abbreviations (``typed_rag.sentences``), and the
+"""Sentence ends that are not: initials and abbreviations (``typed_rag.finishing.sentences``), and the
 two places they used to break a name in an answer (extracted evidence, post-citing)."""
 
 from __future__ import annotations
 
 import pytest
 
-from typed_rag.citations import attach_citations, cited_sentences
+from typed_rag.finishing.citations import attach_citations, cited_sentences
+from typed_rag.finishing.sentences import passage_sentences
+from typed_rag.finishing.subanswers import extract_evidence
 from typed_rag.result import CitedPassage
-from typed_rag.sentences import passage_sentences
-from typed_rag.subanswers import extract_evidence
 
 
 @pytest.mark.parametrize(

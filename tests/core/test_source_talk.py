@@ -1,10 +1,10 @@
-"""``typed_rag.source_talk``: sentences that vouch for the answer's sources go, what the
+"""``typed_rag.finishing.source_talk``: sentences that vouch for the answer's sources go, what the
 sources say stays."""
 
 import pytest
 
-from typed_rag.finishing import drop_sentences
-from typed_rag.source_talk import is_source_talk
+from typed_rag.finishing.finish import drop_sentences
+from typed_rag.finishing.source_talk import is_source_talk
 
 
 @pytest.mark.parametrize(

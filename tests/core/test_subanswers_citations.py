@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from typed_rag.citations import (
+from typed_rag.finishing.citations import (
     attach_citations,
     check_citations,
     citation_share,
@@ -12,9 +12,9 @@ from typed_rag.citations import (
     specifics,
     strip_invalid,
 )
+from typed_rag.finishing.subanswers import anchor, body, uninformative
 from typed_rag.messages import cited_numbers
 from typed_rag.result import CitedPassage, Result
-from typed_rag.subanswers import anchor, body, uninformative
 
 
 @pytest.mark.parametrize(
@@ -355,7 +355,7 @@ def test_a_group_repeated_after_the_full_stop_or_on_its_own_line_is_written_once
 
 
 def test_without_citations_removes_every_group_and_the_space_before_punctuation() -> None:
-    from typed_rag.citations import without_citations
+    from typed_rag.finishing.citations import without_citations
 
     answer = "Tea is good [1]. Coffee [2, 3], milk [4]; water. [5]\n1. Step [6]"
     assert without_citations(answer) == "Tea is good. Coffee, milk; water.\n1. Step"

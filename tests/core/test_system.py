@@ -170,11 +170,11 @@ def test_ask_bad_type_is_a_clear_error(cli_rag, capsys) -> None:
 
 async def test_engine_failure_propagates_and_is_logged_with_context(make_rag, caplog) -> None:
     from typed_rag.engines.base import EngineError
-    from typed_rag.engines.fake import VALID_PLANS
+    from typed_rag.engines.fake import valid_plan
 
     def responder(req):
         if req.json_schema is not None:
-            return VALID_PLANS["sub_query_plan"]
+            return valid_plan("sub_query_plan")
         raise EngineError("backend died")
 
     rag, engine = make_rag(responder)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eval.wikinfqa import FILE_NAME
+from eval.data.wikinfqa import FILE_NAME
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.engines.base import ChatRequest
 from typed_rag.result import CitedPassage, LLMCall, Result

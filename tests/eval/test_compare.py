@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from eval.compare import compare_runs, parse_pool
+from eval.reports.compare import compare_runs, parse_pool
 from typed_rag.errors import UserError
 
 FP = {"scorer": {"model": "judge"}, "judge": {"protocol": "linkage"}, "reference_seed": 7}

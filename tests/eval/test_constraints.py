@@ -47,8 +47,8 @@ from eval.constraints import (
     write_constraints_report,
     write_set,
 )
-from eval.labels import QuestionLabel
-from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
+from eval.data.labels import QuestionLabel
+from eval.data.wikinfqa import WikiNFQARecord, load_wikinfqa
 from tests.core.conftest import FixedClassifier, MemoryRetriever
 from typed_rag.config import Settings, load_settings
 from typed_rag.engines.base import ChatRequest, ChoiceRequest

@@ -163,7 +163,7 @@ async def test_context_run_grades_each_cell_once_and_computes_the_table(tmp_path
 
 def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path: Path) -> None:
     from eval.context.inputs import add_retrievers, run_questions, store_lookup
-    from eval.wikinfqa import WikiNFQARecord
+    from eval.data.wikinfqa import WikiNFQARecord
     from tests.core.conftest import MemoryRetriever
 
     rec = WikiNFQARecord(
@@ -207,7 +207,7 @@ def test_run_questions_take_each_methods_shown_passages_and_fill_texts(tmp_path:
 
 def test_validity_references_pair_the_next_best_answer_with_a_grade_0_one() -> None:
     from eval.context.inputs import best_reference, validity_references
-    from eval.wikinfqa import WikiNFQARecord
+    from eval.data.wikinfqa import WikiNFQARecord
 
     def record(labels: tuple[int, ...]) -> WikiNFQARecord:
         return WikiNFQARecord("nq", "q", "Q?", tuple(f"a{i}" for i in range(len(labels))), labels)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eval.coverage import (
+from eval.answer_coverage.judge import (
     ANSWERABILITY_SCHEMA,
     COVERAGE_SCHEMA,
     DECOMPOSE_SCHEMA,
@@ -14,7 +14,7 @@ from eval.coverage import (
     CoverageJudge,
     weighted_score,
 )
-from eval.coverage_parse import (
+from eval.answer_coverage.parse import (
     BAD_SHAPE,
     INCOMPLETE,
     NO_JSON,

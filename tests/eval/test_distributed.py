@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from eval.distributed import DistributedEvalRunner
-from eval.labels import classify_questions, save_labels
-from eval.manifest import write_manifest
-from eval.ray_cluster import WorkerPlan, plan_workers
-from eval.report import build_report
-from eval.runner import ANSWERS, ERRORS, SCORES, EvalRunner
-from eval.wikinfqa import load_wikinfqa
+from eval.data.labels import classify_questions, save_labels
+from eval.data.wikinfqa import load_wikinfqa
+from eval.reports.report import build_report
+from eval.runs.distributed import DistributedEvalRunner
+from eval.runs.manifest import write_manifest
+from eval.runs.ray_cluster import WorkerPlan, plan_workers
+from eval.runs.runner import ANSWERS, ERRORS, SCORES, EvalRunner
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer
 from typed_rag.config import Settings, load_settings
 from typed_rag.engines.base import ChatRequest
@@ -389,7 +389,7 @@ async def test_ray_run_with_a_real_engine_equals_local(
         }
     )
     two = records[:2]
-    from eval.distributed import build_answerer, build_scorer
+    from eval.runs.distributed import build_answerer, build_scorer
 
     local = EvalRunner(
         settings,

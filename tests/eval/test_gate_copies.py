@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.gate_copies import without_question_copies
-from eval.judge_validity import padding
+from eval.judging.validity import padding
 
 QUESTION = "Why is the sky blue during the day?"
 

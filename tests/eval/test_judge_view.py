@@ -1,9 +1,9 @@
-"""``eval.judge_view.JudgeView``: what the LINKAGE judge reads of an answer."""
+"""``eval.judging.view.JudgeView``: what the LINKAGE judge reads of an answer."""
 
 import pytest
 
-from eval.judge_validity import vouching
-from eval.judge_view import JudgeView
+from eval.judging.validity import vouching
+from eval.judging.view import JudgeView
 
 ANSWER = "Leaves turn red as chlorophyll breaks down [1][2]. This is supported by [1] and [2]."
 

@@ -6,7 +6,10 @@ import math
 
 import pytest
 
-from eval.judge_validity import (
+from eval.judging.linkage import LinkageItem, Reference
+from eval.judging.linkage_prob import LinkageProbScorer, expected_reciprocal_rank
+from eval.judging.protocols import ensemble, judge, parse_protocol
+from eval.judging.validity import (
     GRADED,
     NOGOLD,
     OFFTOPIC,
@@ -17,9 +20,6 @@ from eval.judge_validity import (
     validity,
     vouching,
 )
-from eval.judges import ensemble, judge, parse_protocol
-from eval.linkage import LinkageItem, Reference
-from eval.linkage_prob import LinkageProbScorer, expected_reciprocal_rank
 from typed_rag.engines.base import ChoiceRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
@@ -81,7 +81,7 @@ def test_protocol_names_are_checked() -> None:
 
 
 def test_ensemble_averages_quality_and_needs_agreement_for_worst() -> None:
-    from eval.judges import Judgement
+    from eval.judging.protocols import Judgement
 
     a = [Judgement("k", 0.2, True, False)]
     b = [Judgement("k", 0.4, False, False)]
@@ -156,9 +156,9 @@ def test_validity_reports_whether_vouching_pays() -> None:
 def test_judge_validity_command_is_resumable_and_writes_the_summary(
     tmp_path, nfqa_dir, settings
 ) -> None:
-    from eval.judge_run import run_validity
-    from eval.labels import classify_questions
-    from eval.wikinfqa import load_wikinfqa
+    from eval.data.labels import classify_questions
+    from eval.data.wikinfqa import load_wikinfqa
+    from eval.judging.validity_run import run_validity
     from tests.eval.conftest import KeywordClassifier
     from typed_rag.config import load_settings
 
@@ -229,7 +229,7 @@ async def test_the_relevance_gate_sends_off_topic_answers_last() -> None:
         await judge("linkage-prob", engine, [item("off", "Rome")]),
         await judge("relevance-prob", engine, [item("off", "Rome")]),
     ]
-    from eval.judges import gated
+    from eval.judging.protocols import gated
 
     (combined,) = gated(*parts)
     assert combined.quality == pytest.approx(j_off.quality) and combined.worst and j_off.worst
@@ -239,8 +239,8 @@ async def test_the_relevance_gate_sends_off_topic_answers_last() -> None:
 def test_a_doubtful_gate_cannot_place_an_answer_first() -> None:
     """The verdict is the mode of the gated distribution: LINKAGE's "first" at 0.5 behind a
     gate at P(relevant) = 0.6 loses to "off-topic or last" (0.4 + 0.6 x 0.2)."""
-    from eval.judges import Judgement, gated
-    from eval.linkage_prob import gate
+    from eval.judging.linkage_prob import gate
+    from eval.judging.protocols import Judgement, gated
 
     dist = [0.5, 0.2, 0.1, 0.2]
     assert gate(dist, 0.6)[1] == 4

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eval.linkage import (
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import (
     AMBIGUOUS,
     EMPTY_CANDIDATE,
     NO_MATCH,
@@ -16,10 +17,9 @@ from eval.linkage import (
     parse_rank,
     scorer_messages,
 )
-from eval.wikinfqa import WikiNFQARecord
+from eval.judging.resample import generate_until_parsed
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
-from typed_rag.resample import generate_until_parsed
 
 
 def record(qid: str = "q1", labels: tuple[int, ...] = (0, 3, 1, 2, 0, 1, 3, 2)) -> WikiNFQARecord:

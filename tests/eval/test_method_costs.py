@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.method_costs import CHANGES, cost, measured, table
-from eval.compare import parse_pool
+from eval.reports.compare import parse_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from eval.metrics import (
+from eval.reports.linkage_metrics import (
     bootstrap_ci,
     estimate,
     mpr,

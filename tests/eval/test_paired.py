@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval.metrics import paired_difference
-from eval.paired import cites_shown_passage, gold_test, paired_scores, paired_shares, row_scores
+from eval.reports.linkage_metrics import paired_difference
+from eval.reports.paired import (
+    cites_shown_passage,
+    gold_test,
+    paired_scores,
+    paired_shares,
+    row_scores,
+)
 
 
 def test_paired_bootstrap_matches_the_normal_interval_on_synthetic_scores() -> None:
@@ -88,7 +94,7 @@ def test_gold_and_citation_shares_are_paired() -> None:
 
 
 def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> None:
-    from eval.manifest import read_manifest, write_manifest
+    from eval.runs.manifest import read_manifest, write_manifest
     from typed_rag.config import load_settings
     from typed_rag.errors import UserError
 
@@ -109,7 +115,7 @@ def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> Non
 
 
 def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
-    from eval.manifest import write_manifest
+    from eval.runs.manifest import write_manifest
     from typed_rag.config import load_settings
     from typed_rag.errors import UserError
 
@@ -125,7 +131,7 @@ def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
 def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     import json
 
-    from eval.manifest import write_manifest
+    from eval.runs.manifest import write_manifest
     from typed_rag.config import load_settings
     from typed_rag.errors import UserError
 
@@ -155,7 +161,7 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
 def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) -> None:
     import json
 
-    from eval.manifest import write_manifest
+    from eval.runs.manifest import write_manifest
     from typed_rag.config import load_settings
     from typed_rag.errors import UserError
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from eval.coverage import CoverageJudge
-from eval.coverage_parse import KINDS
-from eval.linkage import (
+from eval.answer_coverage.judge import CoverageJudge
+from eval.answer_coverage.parse import KINDS
+from eval.data.wikinfqa import load_wikinfqa
+from eval.judging.linkage import (
     AMBIGUOUS,
     NO_MATCH,
     OUT_OF_RANGE,
@@ -18,10 +19,9 @@ from eval.linkage import (
     Reference,
     build_references,
 )
-from eval.manifest import write_manifest
-from eval.report import write_report
-from eval.runner import EvalRunner
-from eval.wikinfqa import load_wikinfqa
+from eval.reports.report import write_report
+from eval.runs.manifest import write_manifest
+from eval.runs.runner import EvalRunner
 from tests.eval.conftest import StandInAnswerer
 from typed_rag.config import Settings, load_settings
 

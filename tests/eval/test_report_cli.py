@@ -13,7 +13,7 @@ import typed_rag.system
 from cli import evaluation as cli_evaluation
 from cli import main as cli_main
 from cli.main import main
-from eval.report import build_report, write_report
+from eval.reports.report import build_report, write_report
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
 from typed_rag.config import load_settings
 from typed_rag.engines.fake import FakeEngine
@@ -231,7 +231,7 @@ def test_cli_errors_are_clear(
 
 def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Path) -> None:
     """Answers stored, nothing scored yet: the report still renders, with nulls not NaN."""
-    from eval.manifest import write_manifest
+    from eval.runs.manifest import write_manifest
     from typed_rag.store import JsonlStore
 
     settings = load_settings(None, **{"eval.bootstrap": 10})
@@ -403,7 +403,7 @@ def test_eval_coverage_judges_arms_of_other_runs_beside_the_run(
     ],
 )
 def test_the_report_says_what_the_judge_read(judge: dict, reads: str) -> None:
-    from eval.report_markdown import judge_line
+    from eval.reports.markdown import judge_line
 
     line = judge_line({"protocol": "linkage-prob-gated", "temperature": 0.0, **judge})
     assert line.startswith("- Judge: protocol `linkage-prob-gated`") and reads in line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.routes import label_route
+from eval.data.routes import label_route
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.types import QuestionType as Q
 

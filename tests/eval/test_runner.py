@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from eval.labels import QuestionLabel, classify_questions
-from eval.manifest import judge_identity
-from eval.methods import parse_methods
-from eval.paired import paired_scores
-from eval.resume import EvalAborted
-from eval.runner import ANSWERS, SCORES, EvalRunner
-from eval.wikinfqa import load_wikinfqa
+from eval.data.labels import QuestionLabel, classify_questions
+from eval.data.methods import parse_methods
+from eval.data.wikinfqa import load_wikinfqa
+from eval.reports.paired import paired_scores
+from eval.runs.manifest import judge_identity
+from eval.runs.resume import EvalAborted
+from eval.runs.runner import ANSWERS, SCORES, EvalRunner
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
 from typed_rag.config import Settings, load_settings
 from typed_rag.engines.fake import FakeEngine

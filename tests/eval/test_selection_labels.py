@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from eval.labels import (
+from eval.data.labels import (
     PAPER_TYPE_COUNTS,
     classify_questions,
     distribution_table,
     load_labels,
     save_labels,
 )
-from eval.selection import first_per_subset, select_questions, stratified_sample
-from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
+from eval.data.selection import first_per_subset, select_questions, stratified_sample
+from eval.data.wikinfqa import WikiNFQARecord, load_wikinfqa
 from tests.eval.conftest import KeywordClassifier
 from typed_rag.errors import UserError
 
@@ -63,7 +63,7 @@ def test_first_per_subset() -> None:
 
 def test_stratified_sample_is_even_over_subsets_and_proportional_over_types() -> None:
     recs = synthetic({"nq": 60, "squad": 40})
-    from eval.labels import QuestionLabel
+    from eval.data.labels import QuestionLabel
 
     # nq: 45 REASON + 15 DEBATE; squad: 40 REASON
     labels = {
@@ -100,7 +100,7 @@ def test_stratified_sample_gives_a_small_subsets_unused_share_to_the_others() ->
 
 
 def test_types_keep_only_questions_with_those_labels() -> None:
-    from eval.labels import QuestionLabel
+    from eval.data.labels import QuestionLabel
 
     recs = synthetic({"nq": 6, "squad": 6})
     labels = {
@@ -116,8 +116,8 @@ def test_types_keep_only_questions_with_those_labels() -> None:
 
 
 def test_first_n_grows_the_same_question_set(nfqa_dir) -> None:
-    from eval.selection import select_questions
-    from eval.wikinfqa import load_wikinfqa
+    from eval.data.selection import select_questions
+    from eval.data.wikinfqa import load_wikinfqa
 
     records = load_wikinfqa(nfqa_dir, "nq,squad").records
     three = select_questions(records, {}, first=3)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from eval.splice import affected_types
+from eval.runs.splice import affected_types
 from typed_rag.config import Settings
 from typed_rag.method_settings import ROUTE_ONLY
 from typed_rag.types import TYPED_TYPES
@@ -235,7 +235,7 @@ def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
 def test_new_routes_under_labels_classifier_take_confident_typed_predictions() -> None:
     """Moving a run to ``eval.route=labels-classifier``: a question changes route where the
     classifier is confident of FACTOID or a typed type, and keeps its label otherwise."""
-    from eval.splice import new_routes
+    from eval.runs.splice import new_routes
     from typed_rag.classifier.base import TypePrediction
     from typed_rag.types import QuestionType as Q
 

@@ -371,8 +371,8 @@ async def test_run_judges_each_cell_once_reports_and_resumes_without_calls(tmp_p
 
 
 async def test_graded_references_get_verdicts_only_and_measure_the_judge(tmp_path: Path) -> None:
+    from eval.data.wikinfqa import WikiNFQARecord
     from eval.subcoverage.inputs import reference_items
-    from eval.wikinfqa import WikiNFQARecord
 
     record = WikiNFQARecord(
         "nq",

@@ -1,4 +1,4 @@
-"""Citation support (eval/support.py, `typed-rag eval support`) on the scripted FakeEngine."""
+"""Citation support (eval/citation_support.py, `typed-rag eval support`) on the scripted FakeEngine."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typed_rag.engines
 from cli import evaluation as cli_evaluation
 from cli import main as cli_main
 from cli.main import main
-from eval.support import (
+from eval.citation_support import (
     SupportRun,
     common_rows,
     evaluate_support,
@@ -276,7 +276,7 @@ def test_cli_errors_are_clear(
 
 
 def test_pooled_difference_pairs_the_questions_and_pools_sentences() -> None:
-    from eval.support import pooled_difference
+    from eval.citation_support import pooled_difference
 
     a = {"q1": (1, 2), "q2": (2, 2), "q3": (3, 4)}  # 6 of 8 supported
     b = {"q1": (0, 2), "q2": (2, 2), "q3": (2, 6)}  # 4 of 10

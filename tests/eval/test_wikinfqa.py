@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.wikinfqa import SUBSETS, load_wikinfqa, parse_subsets
+from eval.data.wikinfqa import SUBSETS, load_wikinfqa, parse_subsets
 from tests.eval.conftest import make_record, write_subset
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError

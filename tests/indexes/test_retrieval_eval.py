@@ -436,7 +436,7 @@ def test_floor_calibration_keeps_answer_passages() -> None:
 
 
 def test_index_eval_reports_types_and_the_typed_subset(settings: Settings, tmp_path: Path) -> None:
-    from eval.labels import QuestionLabel, save_labels
+    from eval.data.labels import QuestionLabel, save_labels
     from eval.retrieval.evaluate import evaluate
 
     build_index(settings, show_progress=False)

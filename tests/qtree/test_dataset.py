@@ -6,18 +6,18 @@ import json
 from pathlib import Path
 
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
-from typed_rag.engines.base import ChatRequest
-from typed_rag.engines.fake import FakeEngine
-from typed_rag.qtree import (
+from training.qtree.dataset import (
+    DATASET,
+    INSTRUCTIONS,
+    TREES,
     QTreeConfig,
     QTreeQuestion,
     build_qtree_dataset,
-    load_examples,
-    summarize,
 )
-from typed_rag.qtree.dataset import DATASET, INSTRUCTIONS, TREES
+from training.qtree.summary import load_examples, summarize, write_summary
+from typed_rag.engines.base import ChatRequest
+from typed_rag.engines.fake import FakeEngine
 from typed_rag.qtree.outlines import follows_rule, is_connected
-from typed_rag.qtree.summary import write_summary
 from typed_rag.store import read_jsonl
 
 QUESTIONS = [

@@ -15,8 +15,10 @@ import pytest
 
 from tests.engines.tiny_models import build_tiny_llama
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
+from training.qtree.dataset import QTreeQuestion, build_qtree_dataset
+from training.qtree.summary import load_examples
 from typed_rag.engines.fake import FakeEngine
-from typed_rag.qtree import QTreeQuestion, build_qtree_dataset, load_examples, load_planner
+from typed_rag.qtree import load_planner
 from typed_rag.qtree.planner import HFPlanner, format_target, read_meta
 
 pytest.importorskip("trl")
@@ -34,7 +36,7 @@ QUESTIONS = [
 
 
 async def test_sft_then_dpo_gives_a_loadable_planner(tmp_path: Path) -> None:
-    from typed_rag.qtree.training import PlannerTrainConfig, train_planner
+    from training.qtree.planner import PlannerTrainConfig, train_planner
 
     data = tmp_path / "qtree"
     engine = FakeEngine(qtree_responder(outlines=rule_following_outlines), chooser=hashed_score)

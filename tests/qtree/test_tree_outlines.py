@@ -8,6 +8,7 @@ import math
 import pytest
 
 from tests.qtree.helpers import tree_dict
+from training.qtree.judge import SCORES, judge_outlines, to_score
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.qtree.coverage import (
     conditioned_question,
@@ -15,7 +16,6 @@ from typed_rag.qtree.coverage import (
     instruction_schema,
     parse_instructions,
 )
-from typed_rag.qtree.judge import SCORES, judge_outlines, to_score
 from typed_rag.qtree.outlines import (
     check_outline,
     follows_rule,

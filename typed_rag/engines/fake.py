@@ -7,7 +7,6 @@ tests can assert how many rounds were made and what went in each.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
@@ -19,30 +18,23 @@ from typed_rag.engines.base import (
     Engine,
     StreamDelta,
 )
-from typed_rag.pipelines import example_plans
-from typed_rag.pipelines.hops import HopPlan
+from typed_rag.plan_examples import example_for, examples
 
 Responder = Callable[[ChatRequest], str]
 # Probabilities (need not sum to 1: the rest of the vocabulary) per choice of a request.
 Chooser = Callable[[ChoiceRequest], Mapping[str, float]]
 
-# Plan replies that are not a route's: the coverage-constraint detector finds none; the
-# multi-hop chain (``method.resolve_hops``) has three links.
-OTHER_PLANS: dict[str, str] = {
-    "coverage_constraints": json.dumps({"question": "", "include": [], "exclude": []}),
-    HopPlan.title: HopPlan.example,
-}
-
 
 def valid_plan(title: str) -> str:
-    """The example reply for a plan schema title (``{}`` for unknown ones): each pipeline's
-    plan model brings one, so the fake engine drives every typed pipeline down its
-    planned path, a pipeline registered in a test included."""
-    return {**OTHER_PLANS, **example_plans()}.get(title, "{}")
+    """The example reply for a plan schema title (``{}`` for unknown ones): whoever defines
+    a plan schema registers one (:mod:`typed_rag.plan_examples`), so the fake engine drives
+    every typed pipeline down its planned path, a pipeline registered in a test included."""
+    return example_for(title)
 
 
-# The plans of the registered pipelines at import time, by schema title.
-VALID_PLANS: dict[str, str] = {**OTHER_PLANS, **example_plans()}
+def valid_plans() -> dict[str, str]:
+    """The registered plan examples, by schema title."""
+    return examples()
 
 
 def echo_responder(request: ChatRequest) -> str:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from typed_rag import plan_examples
 from typed_rag.config import SamplingSettings, Settings
 from typed_rag.constraints import Constraints, enforce, named_in, with_instructions
 from typed_rag.engines.base import ChatRequest, ChatResult, Engine
@@ -343,6 +344,10 @@ class Pipeline:
     # The plan prompt for a question: its fixed part (everything before the question)
     # is prefilled at server start so that engines with a prompt cache skip it later.
     plan_prompt: Callable[[str, MethodOptions], Messages] | None = None
+
+    def __post_init__(self) -> None:
+        if self.plan is not None:
+            plan_examples.register(self.plan.title, self.plan.example)
 
 
 async def plan_or_fallback(

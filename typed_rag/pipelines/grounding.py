@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from typed_rag.config import MethodOptions
+from typed_rag.finishing.subanswers import anchor, uninformative
 from typed_rag.messages import Messages
 from typed_rag.pipelines.base import Context, Final
 from typed_rag.pipelines.core_questions import core_sub_questions
@@ -33,7 +34,6 @@ from typed_rag.pipelines.prompting import (
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
-from typed_rag.subanswers import anchor, uninformative
 
 # How much of a closed-book draft joins the question as a search query (method.draft_query):
 # about its first three sentences, where a short answer states its facts.

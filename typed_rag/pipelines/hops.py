@@ -23,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from typed_rag import plan_examples
+from typed_rag.finishing.subanswers import says_unknown
 from typed_rag.json_reply import read_string_list, string_list_schema
 from typed_rag.messages import ANALYST_SYSTEM, CITATION_GROUP, Messages, chat
 from typed_rag.pipelines.base import Context
 from typed_rag.pipelines.prompting import rag_messages, with_guidance
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
-from typed_rag.subanswers import says_unknown
 
 MAX_HOPS = 4
 # A link's answer is a name or a short phrase: this many tokens (never more than
@@ -66,6 +67,8 @@ class HopPlan:
         """Whether a later link refers to an earlier answer (#1, #2 ...)."""
         return any(_REFERENCE.search(hop) for hop in self.hops[1:])
 
+
+plan_examples.register(HopPlan.title, HopPlan.example)
 
 HOP_SCHEMA: dict[str, Any] = string_list_schema(HopPlan.title, "hops", 1, MAX_HOPS)
 

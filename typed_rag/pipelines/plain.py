@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from typed_rag.constraints import Constraints, with_instructions
+from typed_rag.finishing.subanswers import extract_evidence
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
 from typed_rag.pipelines.grounding import (
@@ -28,7 +29,6 @@ from typed_rag.pipelines.prompting import (
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
-from typed_rag.subanswers import extract_evidence
 
 
 async def prepare_llm(ctx: Context) -> Final:

@@ -11,24 +11,6 @@ from collections.abc import Sequence
 
 from typed_rag.messages import Messages, Numbered, chat, format_passages
 
-# The section headings of the final answer prompts (``### Question`` ...). A small model
-# sometimes copies them, with what follows, into its answer (``method.drop_echo``).
-PROMPT_HEADINGS = (
-    "Question",
-    "Original question",
-    "References",
-    "Question-answer pairs",
-    "Draft answer from memory",
-    "Facts found",
-    "How to write the answer",
-    "Comparison type",
-    "Items to compare",
-    "Debate topic",
-    "Responses",
-    "Perspectives",
-    "Answer",
-)
-
 ANSWER_SYSTEM = "You are an assistant that answers questions accurately and helpfully."
 
 CITE_RULE = (

@@ -1,0 +1,1 @@
+"""Judges: LINKAGE (text and probability verdicts), judging protocols and their measured validity."""

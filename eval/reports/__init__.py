@@ -1,0 +1,1 @@
+"""Reports of a run: LINKAGE metrics, paired comparisons, tables, Markdown and figures."""

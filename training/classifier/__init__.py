@@ -1,0 +1,1 @@
+"""Training the question-type classifier: the embedding head, fine-tuning, cross-validation."""
