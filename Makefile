@@ -36,6 +36,15 @@ lint:
 clean-venv:
 	rm -rf $(VENV)
 
+# The quick side-by-side benchmarks (JSON under artifacts/bench/, a few minutes on a CPU): our
+# BM25 index against bm25s and rank-bm25 on small corpora, and the LLM engine one request at a
+# time against batches of 8. The longer ones (pipelines, latency, load, dense and hybrid
+# retrieval, query levers, classifier recipes) are run by hand: see each script in benchmarks/.
+bench:
+	mkdir -p artifacts/bench
+	$(VENV)/bin/python -m benchmarks.retrieval_bench --quick --out artifacts/bench/retrieval_bench.json
+	$(VENV)/bin/python -m benchmarks.engine_bench --batches 1 8 --out artifacts/bench/engine_bench.json
+
 # Rebuild the committed evaluation tables from the committed records (no model runs
 # unless something is missing): the Wiki-NFQA report and the judge-validity summary.
 # results/judge was judged before the padding probe, which has its own folder

@@ -9,11 +9,10 @@ one part, select and calibrate on another):
 - ``ensemble``: geometric mean of ``finetuned`` and ``head`` probabilities, re-calibrated;
 - ``soup``: ``--soup N`` fine-tunes from one start, weights averaged (one model to serve);
 - ``seeds``: the same N fine-tunes' probabilities averaged instead (an N-model ensemble);
-- ``soup-first``: the first of them alone (``finetuned``, from the same runs);
-- ``finetuned-aug``: ``finetuned`` with the ``--augment`` rewrites of the fit questions added.
+- ``soup-first``: the first of them alone (``finetuned``, from the same runs).
 
 Valid scores: fit on train.csv, select and calibrate on valid.csv (optimistic).
-CV: k folds over train + valid (see typed_rag/classifier/crossval.py).
+CV: k folds over train + valid (see training/classifier/crossval.py).
 Per-fold held-out probabilities are cached in ``--work`` so an interrupted
 run resumes. Writes ``<out>/summary.json``.
 
@@ -41,10 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from typed_rag.classifier.crossval import cross_validate, paired_difference
+from training.classifier.crossval import cross_validate, paired_difference
+from training.classifier.finetune import fine_tune
+from training.classifier.train import GRID
 from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier.finetune import FineTuneConfig, logits_of
-from typed_rag.classifier.finetune_train import fine_tune
 from typed_rag.classifier.head import (
     HeadConfig,
     expected_calibration_error,
@@ -55,7 +55,6 @@ from typed_rag.classifier.head import (
 from typed_rag.classifier.head import logits_of as head_logits
 from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
 from typed_rag.classifier.metrics import classification_report
-from typed_rag.classifier.training import GRID
 from typed_rag.config import load_settings
 from typed_rag.encoder import embed_questions, load_sentence_model
 from typed_rag.models import ensure_model
@@ -174,26 +173,12 @@ class Bench:
 
         return run
 
-    def rewrites(self) -> dict[str, list[str]]:
-        """``--augment``: per source question, its rewrites (``classifier_augment.py``)."""
-        if self.args.augment is None:
-            raise SystemExit("the finetuned-aug recipe needs --augment FILE")
-        rows = [json.loads(line) for line in self.args.augment.read_text().splitlines()]
-        return {r["question"]: r["rewrites"] for r in rows if r.get("status") == "ok"}
-
-    def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray,
-                  augment: bool = False) -> Probs:  # fmt: skip
-        """The fine-tuned recipe; ``augment``: the rewrites of ``fit``'s questions join it."""
+    def finetuned(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray) -> Probs:
+        """The fine-tuned recipe."""
         cfg = self.ft_config()
         folder = ensure_model(self.settings, self.args.base)
         q, y = self.questions, self.labels
         fit_q, fit_y = [q[i] for i in fit], [int(y[i]) for i in fit]
-        if augment:
-            found = self.rewrites()
-            extra = [(r, int(y[i])) for i in fit for r in found.get(q[i], ())]
-            fit_q += [r for r, _ in extra]
-            fit_y += [label for _, label in extra]
-            self.echo(f"    {len(extra)} rewrites join the {len(fit)} fit questions")
         res, tok, _ = fine_tune(folder, fit_q, np.asarray(fit_y), [q[i] for i in select],
                                 y[select], cfg, seed=self.args.seed, echo=self.echo)  # fmt: skip
         t = fit_temperature(res.valid_logits, y[select])
@@ -277,9 +262,6 @@ class Bench:
                 [table["head+lex"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "finetuned": lambda f, s, t: self.cached(
                 ft_tag, f, s, t, lambda: self.finetuned(f, s, t)),
-            "finetuned-aug": lambda f, s, t: self.cached(
-                f"{ft_tag}-aug-{_key(self.rewrites())}", f, s, t,
-                lambda: self.finetuned(f, s, t, augment=True)),
             "ensemble": lambda f, s, t: self.ensemble(
                 [table["finetuned"](f, s, t), table["head"](f, s, t)], self.labels[s]),
             "ensemble-w1": lambda f, s, t: self.ensemble(
@@ -404,9 +386,6 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--recipes", nargs="+", default=["head", "finetuned", "ensemble"])
     p.add_argument("--no-cv", nargs="*", default=[], help="recipes scored on valid only")
-    p.add_argument(
-        "--augment", type=Path, help="rewrites for finetuned-aug (classifier_augment.py)"
-    )
     p.add_argument("--cv-only", action="store_true", help="skip the fit-on-train valid score")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--seed", type=int, default=42)

@@ -19,7 +19,7 @@ Measured over all 945 Wiki-NFQA questions (question_text as the query):
 - search latency per query: single-query p50/p99 and batched (all questions in one call),
   plus the dense exact scan alone on a synthetic matrix the size of the full corpus;
 - with ``--coverage N``: for N stratified questions, core sub-questions from
-  ``eval.coverage`` (the default LLM) and the judge's answerability of each retriever's
+  ``eval.answer_coverage.judge`` (the default LLM) and the judge's answerability of each retriever's
   top-5 passages (share of core sub-questions scoring >= eval.answerable_threshold).
 
     .venv/bin/python benchmarks/hybrid_bench.py --out results.json
@@ -281,10 +281,10 @@ def context_coverage(
 ) -> dict[str, Any]:
     """Decompose each question once (unless ``known`` has its core sub-questions), then
     judge each retriever's top-5 passages."""
-    from eval.coverage import CoverageJudge, answerability_messages
-    from eval.coverage_parse import parse_answerability
+    from eval.answer_coverage.judge import CoverageJudge, answerability_messages
+    from eval.answer_coverage.parse import parse_answerability
+    from eval.judging.resample import generate_until_parsed
     from typed_rag.engines.factory import build_engine
-    from typed_rag.resample import generate_until_parsed
 
     engine = build_engine(settings)
     judge = CoverageJudge.from_settings(engine, settings)
@@ -358,7 +358,7 @@ def context_coverage(
 
 
 def _answerability_schema() -> dict[str, Any]:
-    from eval.coverage import ANSWERABILITY_SCHEMA
+    from eval.answer_coverage.judge import ANSWERABILITY_SCHEMA
 
     return ANSWERABILITY_SCHEMA
 
@@ -417,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
 
-    from eval.wikinfqa import load_wikinfqa
+    from eval.data.wikinfqa import load_wikinfqa
     from indexes.build import build_index
     from indexes.dense import build_dense
     from typed_rag.config import load_settings, parse_overrides
@@ -561,8 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             int(dense.embeddings.shape[1]), FULL_CORPUS_DENSE_ROWS, args.seed
         )
     if args.coverage:
-        from eval.labels import default_labels_path, load_labels
-        from eval.selection import stratified_sample
+        from eval.data.labels import default_labels_path, load_labels
+        from eval.data.selection import stratified_sample
 
         lp = default_labels_path(settings)
         labels = load_labels(lp) if lp.is_file() else {}

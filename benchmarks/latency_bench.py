@@ -35,7 +35,7 @@ from typing import Any
 
 from benchmarks.engine_bench import answer_request
 from benchmarks.pipeline_bench import QUESTIONS
-from eval.methods import answerer_for, mode_of, parse_methods
+from eval.data.methods import answerer_for, mode_of, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines import build_engine
 from typed_rag.engines.base import Engine

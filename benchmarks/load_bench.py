@@ -1,32 +1,43 @@
-"""Load benchmark: N concurrent clients against a running ``typed-rag serve`` for a fixed time.
+"""Load benchmark of the server: what a user waits for while others are being answered.
 
-Each client sends chat completions back to back (``include_trace`` on, so the
-server's own timings come back) until the time is up. Reported: requests/s,
-client latency percentiles, errors by status, and where the time went, from
-the traces: engine time (per round, the slowest call of the round, since a
-round's calls run together), the rest of the pipeline (classifier, retrieval,
-rerank), and the server's own overhead (queueing, HTTP, JSON).
+The default run (``waiting``), on a server it starts itself (``--serve``, with the
+usual ``--set`` settings) or on a running one (``--url``):
 
-    python benchmarks/load_bench.py --url http://127.0.0.1:8000 -c 8 -d 30 --model typed-rag
+- ``first_request_s`` / ``tenth_request_s``: ten different ``rag`` questions one after
+  another, the first sent as soon as ``/health`` says ready;
+- ``short_alone_s``: a short ``llm`` request (8 tokens) alone (median of three);
+- ``short_p50_s_under_load`` / ``short_p95_s_under_load``: the same request while four
+  long typed-rag requests (REASON) are in flight;
+- ``queued_first_byte_s_p95``: how soon a streamed request that has to queue behind
+  them gets its first byte;
+- ``timings_error_max``: over every traced answer, how far the step timings
+  (plan, retrieval, sub-answers, final answer, finishing, ...) are from the total.
 
-Prints a table and writes JSON (``--out``, default artifacts/bench/load-<model>-c<N>.json).
+It writes those keys to ``results/serving/summary.json`` (``--out``). ``--throughput``
+instead runs N clients back to back for a fixed time (requests/s, latency percentiles).
+
+    python benchmarks/load_bench.py --serve --set engine.backend=fake --fake-delay 0.3 \\
+        --set retrieval.index_dir=... --out /tmp/summary.json     # a quick check
+    python benchmarks/load_bench.py --serve                        # the configured model
+    python benchmarks/load_bench.py --url http://127.0.0.1:8000 --throughput -c 8 -d 60
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
+import contextlib
 import json
 import platform
+import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,292 +50,262 @@ QUESTIONS = [
     "Why did the Western Roman Empire fall?",
     "What are the health effects of regular exercise?",
     "Should programmers learn Python or Java first?",
+    "How does a vaccine train the immune system?",
+    "What causes the seasons on Earth?",
 ]
+LONG = "Why did the Western Roman Empire fall?"
+SHORT = "What is the capital of France?"
+STEPS = ("classify", "plan", "retrieve", "rerank", "sub_answers", "draft", "generate", "finish")
 
 
-@dataclass
-class Sample:
-    ok: bool
-    status: int
-    latency_s: float
-    ttft_s: float | None = None
-    server_s: float | None = None
-    pipeline_s: float | None = None
-    engine_s: float | None = None
-    rounds: int = 0
-    completion_tokens: int = 0
-    question_type: str | None = None
-    error: str | None = None
-
-
-@dataclass
-class Report:
-    url: str
-    model: str
-    concurrency: int
-    duration_s: float
-    stream: bool
-    requests: int = 0
-    ok: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    requests_per_s: float = 0.0
-    completion_tokens_per_s: float = 0.0
-    latency_s: dict[str, float] = field(default_factory=dict)
-    ttft_s: dict[str, float] = field(default_factory=dict)
-    breakdown_s: dict[str, float] = field(default_factory=dict)
-    types: dict[str, int] = field(default_factory=dict)
-    server: dict[str, Any] = field(default_factory=dict)
-    machine: dict[str, Any] = field(default_factory=dict)
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
+def pct(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (None for no values)."""
     if not values:
-        return {}
+        return None
     xs = sorted(values)
+    return xs[max(0, min(len(xs) - 1, int(round(p / 100 * len(xs) + 0.5)) - 1))]
 
-    def pct(p: float) -> float:
-        # nearest-rank percentile
-        k = max(0, min(len(xs) - 1, int(round(p / 100 * len(xs) + 0.5)) - 1))
-        return xs[k]
 
+def timings_error(info: dict[str, Any] | None) -> float | None:
+    """|sum of the step timings - total| / total of one answer's ``typed_rag.timings``."""
+    timings = dict((info or {}).get("timings") or {})
+    total = timings.pop("total", None)
+    if not total:
+        return None
+    return abs(sum(v for k, v in timings.items() if k in STEPS) - total) / total
+
+
+class Client:
+    """The benchmark's view of the server: one request, timed, with its ``typed_rag``."""
+
+    def __init__(self, base: str, http: httpx.AsyncClient, seed: int) -> None:
+        self.url = base.rstrip("/") + "/v1/chat/completions"
+        self.http = http
+        self.seed = seed
+        self.errors: Counter[str] = Counter()
+        self.timing_errors: list[float] = []
+
+    def body(self, question: str, model: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": question}],
+            "seed": self.seed,
+            "include_trace": False,
+            **extra,
+        }
+
+    async def ask(self, question: str, model: str, **extra: Any) -> float | None:
+        """Seconds to the whole answer (None: it failed, counted by error code)."""
+        start = time.perf_counter()
+        try:
+            r = await self.http.post(self.url, json=self.body(question, model, **extra))
+        except httpx.HTTPError as exc:
+            self.errors[type(exc).__name__] += 1
+            return None
+        if r.status_code != 200:
+            self.errors[str(r.status_code)] += 1
+            return None
+        error = timings_error(r.json().get("typed_rag"))
+        if error is not None:
+            self.timing_errors.append(error)
+        return time.perf_counter() - start
+
+    async def first_byte(self, question: str, model: str, **extra: Any) -> float | None:
+        """Seconds to the first SSE event of a streamed request, which is then dropped."""
+        start = time.perf_counter()
+        body = self.body(question, model, stream=True, **extra)
+        try:
+            async with self.http.stream("POST", self.url, json=body) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        return time.perf_counter() - start
+        except httpx.HTTPError as exc:
+            self.errors[type(exc).__name__] += 1
+        return None
+
+
+async def waiting(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The measurements of the module docstring, on the server at ``base``."""
+    timeout = httpx.Timeout(args.timeout, connect=10)
+    async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=32)) as h:
+        health = (await h.get(base + "/health")).json()
+        c = Client(base, h, args.seed)
+        budget = {"max_tokens": args.rag_tokens}
+        sequence = [await c.ask(q, "rag", **budget) for q in QUESTIONS[:10]]
+        short = {"max_tokens": 8}
+        alone = [s for s in [await c.ask(SHORT, "llm", **short) for _ in range(3)] if s]
+        long_type = {"force_type": args.long_type}
+        stop = asyncio.Event()
+
+        async def long_worker() -> None:
+            while not stop.is_set():
+                await c.ask(LONG, "typed-rag", **long_type)
+
+        workers = [asyncio.create_task(long_worker()) for _ in range(args.long)]
+        await asyncio.sleep(args.settle)  # the long ones reach the engine
+        under: list[float] = []
+        queued: list[float] = []
+        for _ in range(args.short_requests):
+            got = await c.ask(SHORT, "llm", **short)
+            under += [got] if got is not None else []
+            fb = await c.first_byte(LONG, "typed-rag", **long_type)
+            queued += [fb] if fb is not None else []
+        stop.set()
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    first, tenth = sequence[0], sequence[-1]
+    alone_s = statistics.median(alone) if alone else None
     return {
-        "mean": statistics.fmean(xs),
-        "p50": pct(50),
-        "p95": pct(95),
-        "p99": pct(99),
-        "max": xs[-1],
+        "queued_first_byte_s_p95": pct(queued, 95),
+        "short_alone_s": alone_s,
+        "short_p50_s_under_load": pct(under, 50),
+        "short_p95_s_under_load": pct(under, 95),
+        "short_p95_over_alone": pct(under, 95) / alone_s if under and alone_s else None,
+        "first_request_s": first,
+        "tenth_request_s": tenth,
+        "first_over_tenth": first / tenth if first and tenth else None,
+        "timings_error_max": max(c.timing_errors, default=None),
+        "long_in_flight": args.long,
+        "samples": {
+            "sequence_s": sequence,
+            "short_alone_s": alone,
+            "short_under_load_s": under,
+            "queued_first_byte_s": queued,
+            "timing_errors": c.timing_errors,
+        },
+        "errors": dict(c.errors),
+        "server": health,
+        "settings": args.set,
+        "fake_delay_s": args.fake_delay,
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
     }
 
 
-def engine_time(trace: dict[str, Any]) -> float:
-    """Engine seconds on the critical path: per round, the slowest call of that round."""
-    by_round: dict[int, float] = {}
-    for call in trace.get("calls", []):
-        r = int(call.get("round", 0))
-        by_round[r] = max(by_round.get(r, 0.0), float(call.get("latency_s", 0.0)))
-    return sum(by_round.values())
-
-
-def from_info(sample: Sample, info: dict[str, Any] | None) -> Sample:
-    if not info:
-        return sample
-    sample.server_s = (info.get("server_timings") or {}).get("total")
-    sample.pipeline_s = (info.get("timings") or {}).get("total")
-    sample.rounds = int(info.get("rounds") or 0)
-    sample.question_type = info.get("type")
-    trace = info.get("trace")
-    if trace:
-        sample.engine_s = engine_time(trace)
-    return sample
-
-
-async def one_request(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], stream: bool
-) -> Sample:
-    start = time.perf_counter()
-    try:
-        if not stream:
-            r = await client.post(url, json=body)
-            latency = time.perf_counter() - start
-            if r.status_code != 200:
-                return Sample(False, r.status_code, latency, error=_error_code(r))
-            data = r.json()
-            s = Sample(True, 200, latency)
-            s.completion_tokens = int(data.get("usage", {}).get("completion_tokens", 0))
-            return from_info(s, data.get("typed_rag"))
-        ttft = None
-        info = None
-        usage: dict[str, Any] = {}
-        async with client.stream("POST", url, json={**body, "stream": True}) as r:
-            if r.status_code != 200:
-                await r.aread()
-                return Sample(
-                    False, r.status_code, time.perf_counter() - start, error=_error_code(r)
-                )
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                event = json.loads(line[6:])
-                if "error" in event:
-                    code = event["error"].get("code") or "stream_error"
-                    return Sample(False, 200, time.perf_counter() - start, error=code)
-                choices = event.get("choices") or []
-                if ttft is None and choices and choices[0].get("delta", {}).get("content"):
-                    ttft = time.perf_counter() - start
-                info = event.get("typed_rag") or info
-                usage = event.get("usage") or usage
-        s = Sample(True, 200, time.perf_counter() - start, ttft_s=ttft)
-        s.completion_tokens = int(usage.get("completion_tokens", 0))
-        return from_info(s, info)
-    except httpx.HTTPError as exc:
-        return Sample(False, 0, time.perf_counter() - start, error=type(exc).__name__)
-
-
-def _error_code(r: httpx.Response) -> str:
-    try:
-        return str(r.json()["error"].get("code") or r.status_code)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return str(r.status_code)
-
-
-async def run(args: argparse.Namespace) -> tuple[Report, list[Sample]]:
-    base = args.url.rstrip("/")
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    questions = QUESTIONS
-    if args.questions:
-        questions = [q.strip() for q in Path(args.questions).read_text().splitlines() if q.strip()]
-        if not questions:
-            raise SystemExit(f"load_bench: no questions in {args.questions}")
-    timeout = httpx.Timeout(args.timeout, connect=10)
-    limits = httpx.Limits(max_connections=args.concurrency + 4)
-    async with httpx.AsyncClient(timeout=timeout, headers=headers, limits=limits) as client:
-        health = await client.get(base + "/health")
-        if health.status_code != 200:
-            raise SystemExit(f"load_bench: server not ready: {health.status_code} {health.text}")
-        samples: list[Sample] = []
+async def throughput(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    """N clients back to back for ``--duration`` seconds."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout, connect=10)) as h:
+        c = Client(base, h, args.seed)
+        latencies: list[float] = []
         deadline = time.perf_counter() + args.duration
-        counter = 0
-
-        async def worker() -> None:
-            nonlocal counter
-            sent = 0
-            while time.perf_counter() < deadline and sent < args.max_requests_per_client:
-                q = questions[counter % len(questions)]  # round robin over all clients
-                counter += 1
-                sent += 1
-                body = {
-                    "model": args.model,
-                    "messages": [{"role": "user", "content": q}],
-                    "include_trace": True,
-                    "seed": args.seed,
-                }
-                samples.append(
-                    await one_request(client, base + "/v1/chat/completions", body, args.stream)
-                )
-
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+
+        async def worker(i: int) -> None:
+            while time.perf_counter() < deadline:
+                got = await c.ask(QUESTIONS[i % len(QUESTIONS)], args.model)
+                latencies.extend([got] if got is not None else [])
+                i += args.concurrency
+
+        await asyncio.gather(*(worker(i) for i in range(args.concurrency)))
         wall = time.perf_counter() - started
-    return summarise(args, samples, wall, health.json()), samples
+    return {
+        "model": args.model,
+        "concurrency": args.concurrency,
+        "requests_per_s": len(latencies) / wall,
+        "latency_s": {f"p{p}": pct(latencies, p) for p in (50, 95, 99)},
+        "errors": dict(c.errors),
+        "timings_error_max": max(c.timing_errors, default=None),
+    }
 
 
-def summarise(
-    args: argparse.Namespace, samples: list[Sample], wall: float, health: dict[str, Any]
-) -> Report:
-    ok = [s for s in samples if s.ok]
-    rep = Report(
-        url=args.url,
-        model=args.model,
-        concurrency=args.concurrency,
-        duration_s=round(wall, 3),
-        stream=args.stream,
-        requests=len(samples),
-        ok=len(ok),
-        errors=dict(Counter(s.error or str(s.status) for s in samples if not s.ok)),
-        requests_per_s=len(ok) / wall if wall else 0.0,
-        completion_tokens_per_s=sum(s.completion_tokens for s in ok) / wall if wall else 0.0,
-        latency_s=percentiles([s.latency_s for s in ok]),
-        ttft_s=percentiles([s.ttft_s for s in ok if s.ttft_s is not None]),
-        types=dict(Counter(s.question_type or "none" for s in ok)),
-        server=health,
-        machine={"python": sys.version.split()[0], "platform": platform.platform()},
-    )
-    traced = [s for s in ok if s.server_s is not None and s.pipeline_s is not None]
-    if traced:
-        mean = statistics.fmean
-        engine = [s.engine_s or 0.0 for s in traced]
-        rep.breakdown_s = {
-            "client_latency": mean(s.latency_s for s in traced),
-            "server_total": mean(s.server_s or 0.0 for s in traced),
-            "pipeline_total": mean(s.pipeline_s or 0.0 for s in traced),
-            "engine": mean(engine),
-            "pipeline_non_engine": mean(
-                (s.pipeline_s or 0.0) - e for s, e in zip(traced, engine, strict=True)
-            ),
-            # queue wait + request parsing + response building
-            "server_overhead": mean((s.server_s or 0.0) - (s.pipeline_s or 0.0) for s in traced),
-            # connection, transfer, client parsing
-            "http_and_client": mean(s.latency_s - (s.server_s or 0.0) for s in traced),
-            "rounds": mean(s.rounds for s in traced),
-        }
-    return rep
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def print_table(rep: Report) -> None:
-    def ms(x: float | None) -> str:
-        return "-" if x is None else f"{x * 1000:,.1f}"
-
-    print(
-        f"\nload: {rep.url}  model={rep.model}  clients={rep.concurrency}  "
-        f"{rep.duration_s:.1f}s  stream={rep.stream}  engine={rep.server.get('model')}"
-    )
-    print(f"{'requests':<26}{rep.requests:>12}")
-    print(f"{'ok':<26}{rep.ok:>12}")
-    print(f"{'errors':<26}{sum(rep.errors.values()):>12}  {rep.errors or ''}")
-    print(f"{'requests/s':<26}{rep.requests_per_s:>12.2f}")
-    print(f"{'completion tokens/s':<26}{rep.completion_tokens_per_s:>12.1f}")
-    print(f"\n{'latency (ms)':<26}{'mean':>10}{'p50':>10}{'p95':>10}{'p99':>10}{'max':>10}")
-    for name, d in (("client latency", rep.latency_s), ("time to first token", rep.ttft_s)):
-        if d:
-            print(
-                f"{name:<26}"
-                + "".join(f"{ms(d[k]):>10}" for k in ("mean", "p50", "p95", "p99", "max"))
-            )
-    if rep.breakdown_s:
-        b = rep.breakdown_s
-        print(f"\n{'where the time went (mean ms)':<32}{'ms':>10}{'share':>8}")
-        total = b["client_latency"] or 1.0
-        for key in ("engine", "pipeline_non_engine", "server_overhead", "http_and_client"):
-            print(f"{key:<32}{ms(b[key]):>10}{b[key] / total:>8.1%}")
-        print(f"{'= client latency':<32}{ms(b['client_latency']):>10}")
-        print(f"{'engine rounds per request':<32}{b['rounds']:>10.2f}")
-    if rep.types:
-        print(f"\nquestion types: {rep.types}")
-
-
-def _loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
+@contextlib.contextmanager
+def started_server(args: argparse.Namespace) -> Iterator[str]:
+    """``--serve``: this module as a server in a child process; its URL once /health is 200."""
+    port = free_port()
+    cmd = [sys.executable, __file__, "--child", "--port", str(port)]
+    cmd += ["--fake-delay", str(args.fake_delay)] if args.fake_delay else []
+    cmd += [x for kv in args.set for x in ("--set", kv)]
+    cmd += ["--config", args.config] if args.config else []
+    proc = subprocess.Popen(cmd)
+    url = f"http://127.0.0.1:{port}"
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        deadline = time.monotonic() + args.ready_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(f"load_bench: the server exited with {proc.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.05)
+        else:
+            raise SystemExit(f"load_bench: no healthy server after {args.ready_timeout} s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def child(args: argparse.Namespace) -> int:
+    """The server of ``--serve``: built from the settings, with a fake engine that takes
+    ``--fake-delay`` seconds per engine round when asked for one."""
+    import uvicorn
+
+    from serving.app import create_app
+    from typed_rag.config import load_settings, parse_overrides
+    from typed_rag.engines.fake import FakeEngine
+    from typed_rag.system import TypedRAG
+
+    settings = load_settings(args.config, **parse_overrides(args.set))
+    settings = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"ui": False, "port": args.port})}
+    )
+    rag = None
+    if args.fake_delay:
+        rag = TypedRAG.from_settings(settings)
+        rag.engine = FakeEngine(delay_s=args.fake_delay)
+    uvicorn.run(create_app(settings, rag), host="127.0.0.1", port=args.port, log_level="warning")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL")
-    p.add_argument("-c", "--concurrency", type=int, default=8, help="concurrent clients")
-    p.add_argument("-d", "--duration", type=float, default=30.0, help="seconds to send for")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--url", help="a running server (default: --serve)")
+    where.add_argument("--serve", action="store_true", help="start a server (the default)")
+    p.add_argument("--set", action="append", default=[], help="a setting of --serve, k=v")
+    p.add_argument("--config", help="the settings file of --serve")
+    p.add_argument("--fake-delay", type=float, default=0.0, help="--serve: fake engine, s/round")
+    p.add_argument("--ready-timeout", type=float, default=1800.0, help="--serve: s to ready")
+    p.add_argument("--long", type=int, default=4, help="long requests in flight (4)")
+    p.add_argument("--long-type", default="REASON", help="their forced type (REASON)")
+    p.add_argument("--short-requests", type=int, default=5, help="short requests under load")
+    p.add_argument("--settle", type=float, default=2.0, help="s before the first short one")
+    p.add_argument("--rag-tokens", type=int, default=32, help="max_tokens of the ten in a row")
+    p.add_argument("--throughput", action="store_true", help="N clients for a fixed time")
+    p.add_argument("-c", "--concurrency", type=int, default=8)
+    p.add_argument("-d", "--duration", type=float, default=30.0)
     p.add_argument("--model", default="typed-rag", choices=["typed-rag", "rag", "llm"])
-    p.add_argument(
-        "--stream", action="store_true", help="stream answers (adds time to first token)"
-    )
-    p.add_argument("--questions", help="file with one question per line (default: built-in 8)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--timeout", type=float, default=600.0, help="per-request client timeout")
-    p.add_argument("--max-requests-per-client", type=int, default=10_000, help="safety bound")
-    p.add_argument("--api-key")
-    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --url")
-    p.add_argument("--out", help="JSON output path")
+    p.add_argument("--timeout", type=float, default=1800.0, help="per-request client timeout")
+    p.add_argument("--out", default="results/serving/summary.json")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.concurrency < 1 or args.duration <= 0:
-        p.error("--concurrency must be >= 1 and --duration > 0")
-    if not _loopback(args.url) and not args.allow_remote:
-        p.error(f"{args.url} is not a loopback address; pass --allow-remote to load it anyway")
-    try:
-        report, samples = asyncio.run(run(args))
-    except httpx.ConnectError as exc:
-        print(f"load_bench: cannot connect to {args.url}: {exc}", file=sys.stderr)
-        return 2
-    print_table(report)
-    out = Path(args.out or f"artifacts/bench/load-{args.model}-c{args.concurrency}.json")
+    if args.child:
+        return child(args)
+    run = throughput if args.throughput else waiting
+    if args.url:
+        summary = asyncio.run(run(args.url, args))
+        summary["fresh_server"] = False
+    else:
+        with started_server(args) as url:
+            summary = asyncio.run(run(url, args))
+        summary["fresh_server"] = True
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps({"report": asdict(report), "samples": [asdict(s) for s in samples]}, indent=1)
-    )
-    print(f"\nwrote {out}")
+    out.write_text(json.dumps(summary, indent=1) + "\n")
+    shown = {k: v for k, v in summary.items() if not isinstance(v, dict | list)}
+    print(json.dumps(shown, indent=1))
+    print(f"wrote {out}")
     return 0
 
 

@@ -15,7 +15,7 @@ typed pipeline is measured whatever the classifier would say.
     .venv/bin/python benchmarks/pipeline_bench.py --set engine.backend=vllm \\
         --set engine.model=qwen2.5-coder-0.5b-instruct-q4km
 
-Prints tables and writes JSON (``--out``, default benchmarks/results/pipeline_bench.json).
+Prints tables and writes JSON (``--out``, default artifacts/bench/pipeline_bench.json).
 vLLM starts worker processes with spawn, hence the ``__main__`` guard.
 """
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval.methods import METHODS, parse_methods
+from eval.data.methods import METHODS, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.errors import UserError
 from typed_rag.result import Result
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-tokens", type=int, default=128, help="sampling.max_tokens (128)")
     ap.add_argument("--concurrency", type=int, help="answer_many concurrency (engine default)")
     ap.add_argument("--classify", action="store_true", help="route by the classifier")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pipeline_bench.json"))
+    ap.add_argument("--out", type=Path, default=Path("artifacts/bench/pipeline_bench.json"))
     args = ap.parse_args(argv)
     try:
         methods = parse_methods(args.methods)

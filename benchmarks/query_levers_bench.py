@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from eval.data.wikinfqa import WikiNFQARecord, load_wikinfqa
 from eval.retrieval.answer_recall import HitFinder, ground_truth, recall_at
-from eval.wikinfqa import WikiNFQARecord, load_wikinfqa
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.factory import build_engine
