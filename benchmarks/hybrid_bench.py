@@ -34,116 +34,21 @@ Prints a table and writes JSON.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import csv
 import json
 import os
-import random
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.retrieval.answer_recall import SUBSETS, ground_truth, normalize
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-DUMP_PREFIXES = ("wikivisual-", "patcheddistro-", "aggipp-wx-", "wikitasks-", "msilver-wx-")
+from eval.retrieval.answer_recall import SUBSETS  # noqa: E402
+
 KS = (5, 20, 100)
 FULL_CORPUS_DENSE_ROWS = 369_998
-
-
-# ---------------------------------------------------------------- answers
-
-
-_NORMALIZED: dict[str, str] = {}
-
-
-def first_hit_rank(passages: Sequence[Any], aliases: Sequence[str]) -> int | None:
-    """1-based rank of the first passage containing an alias, or None."""
-    for rank, p in enumerate(passages, 1):
-        text = _NORMALIZED.get(p.id)
-        if text is None:
-            text = _NORMALIZED[p.id] = normalize(p.text)
-        if any(a in text for a in aliases):
-            return rank
-    return None
-
-
-def recall_table(
-    records: Sequence[Any], ranks: Sequence[int | None]
-) -> dict[str, dict[str, float | int]]:
-    """Hits at each k per subset and overall (counts and shares)."""
-    table: dict[str, dict[str, float | int]] = {}
-    groups: dict[str, list[int | None]] = {}
-    for rec, rank in zip(records, ranks, strict=True):
-        groups.setdefault(rec.subset, []).append(rank)
-        groups.setdefault("all", []).append(rank)
-    for name, rs in groups.items():
-        row: dict[str, float | int] = {"n": len(rs)}
-        for k in KS:
-            hits = sum(1 for r in rs if r is not None and r <= k)
-            row[f"hits@{k}"] = hits
-            row[f"R@{k}"] = round(hits / len(rs), 4)
-        table[name] = row
-    return table
-
-
-# ---------------------------------------------------------------- slice
-
-
-def make_slice(corpus: Path, out: Path, size: int, seed: int) -> dict[str, Any]:
-    """Write the slice TSV (if absent) and return what it holds."""
-    from indexes.corpus import read_corpus
-
-    info_path = out.with_suffix(".json")
-    if out.is_file() and info_path.is_file():
-        return json.loads(info_path.read_text())
-    dataset: list[tuple[int, tuple[str, str, str]]] = []
-    reservoir: list[tuple[int, tuple[str, str, str]]] = []
-    rng = random.Random(seed)
-    seen_dump = 0
-    rows = list(read_corpus(corpus))
-    for pos, row in enumerate(rows):
-        item = (pos, (row.id, row.title, row.text))
-        if not row.id.startswith(DUMP_PREFIXES):
-            dataset.append(item)
-    want_dump = size - len(dataset)
-    if want_dump < 0:
-        raise SystemExit(f"--slice {size} is smaller than the {len(dataset)} dataset passages")
-    for pos, row in enumerate(rows):
-        if not row.id.startswith(DUMP_PREFIXES):
-            continue
-        seen_dump += 1
-        item = (pos, (row.id, row.title, row.text))
-        if len(reservoir) < want_dump:
-            reservoir.append(item)
-        else:
-            j = rng.randrange(seen_dump)
-            if j < want_dump:
-                reservoir[j] = item
-    chosen = sorted(dataset + reservoir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:  # DPR psgs_w100.tsv layout
-        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
-        writer.writerow(["id", "text", "title"])
-        writer.writerows([pid, text, title] for _, (pid, title, text) in chosen)
-    os.replace(tmp, out)
-    info = {
-        "path": str(out),
-        "source": str(corpus),
-        "passages": len(chosen),
-        "dataset_passages": len(dataset),
-        "dump_passages_sampled": len(reservoir),
-        "dump_passages_total": seen_dump,
-        "seed": seed,
-        "dump_prefixes": list(DUMP_PREFIXES),
-    }
-    info_path.write_text(json.dumps(info, indent=2))
-    return info
 
 
 # ---------------------------------------------------------------- latency
@@ -191,176 +96,6 @@ def synthetic_scan(dim: int, rows: int, seed: int) -> dict[str, float]:
         "single_p50_ms": round(percentile(single, 50), 2),
         "batch64_per_query_ms": round(batch / len(qs), 2),
     }
-
-
-# ---------------------------------------------------------------- dtype check
-
-
-def dtype_check(
-    settings: Any, index_dir: Path, queries: Sequence[str], n: int, seed: int, rounds: int = 3
-) -> dict:
-    """bfloat16 vs float32 encoding of ``n`` sampled passages of ``index_dir``: speed, agreement
-    of the exact top-10 for 100 questions, and cosine between the two embeddings of a passage.
-
-    Whether bfloat16 pays depends on the CPU (faster on one AMD EPYC, slower on one Intel
-    Xeon, both with avx512_bf16), so both dtypes are timed in alternating ``rounds`` after a
-    warm-up batch each, and the median speed is reported with every round's."""
-    import statistics
-
-    import numpy as np
-
-    from typed_rag.encoder import encode
-    from typed_rag.retrieval.dense import load_dense_encoder, top_k_inner_product
-    from typed_rag.retrieval.store import PassageStore
-    from typed_rag.retrieval.text import encoder_text
-
-    store = PassageStore(index_dir)
-    rng = random.Random(seed)
-    docs = sorted(rng.sample(range(len(store)), min(n, len(store))))
-    texts = [encoder_text(store.get(d)) for d in docs]
-    store.close()
-    qs = rng.sample(list(queries), min(100, len(queries)))
-    batch = settings.retrieval.dense_batch_size
-    models = {}
-    for dt in ("bfloat16", "float32"):
-        retrieval = settings.retrieval.model_copy(update={"dense_dtype": dt})
-        models[dt], _ = load_dense_encoder(settings.model_copy(update={"retrieval": retrieval}))
-        encode(models[dt], texts[:batch], batch)  # warm-up: first-call allocation and kernels
-    speeds: dict[str, list[float]] = {dt: [] for dt in models}
-    emb: dict[str, tuple[Any, Any]] = {}
-    for _ in range(max(1, rounds)):
-        for dt, model in models.items():
-            t0 = time.perf_counter()
-            p = encode(model, texts, batch)
-            speeds[dt].append(round(len(texts) / (time.perf_counter() - t0), 1))
-            emb[dt] = (p.astype(np.float16), encode(model, qs, 64))
-    out: dict[str, Any] = {"index": str(index_dir), "passages": len(texts), "queries": len(qs)}
-    for dt, v in speeds.items():
-        out[f"{dt}_passages_per_s"] = round(statistics.median(v), 1)
-        out[f"{dt}_rounds"] = v
-    out["bfloat16_speedup"] = round(
-        out["bfloat16_passages_per_s"] / out["float32_passages_per_s"], 2
-    )
-    top = {dt: top_k_inner_product(p, q, 10)[0] for dt, (p, q) in emb.items()}
-    overlap = [
-        len(set(a) & set(b)) / 10
-        for a, b in zip(top["float32"].tolist(), top["bfloat16"].tolist(), strict=True)
-    ]
-    cos = np.sum(emb["float32"][0].astype(np.float32) * emb["bfloat16"][0], axis=1)
-    out.update(
-        top10_overlap_mean=round(float(np.mean(overlap)), 4),
-        top10_overlap_min=float(np.min(overlap)),
-        top1_same=round(float(np.mean(top["float32"][:, 0] == top["bfloat16"][:, 0])), 4),
-        cosine_mean=round(float(cos.mean()), 6),
-        cosine_min=round(float(cos.min()), 6),
-    )
-    return out
-
-
-# ---------------------------------------------------------------- coverage
-
-
-def load_decompositions(path: Path) -> dict[str, list[str]]:
-    """question_id -> core sub-questions, from an eval run's ``subquestions.jsonl``."""
-    out: dict[str, list[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        core = (row.get("decomposition") or {}).get("core") or []
-        if row.get("status") == "ok" and core:
-            out[row["question_id"]] = [str(c) for c in core]
-    return out
-
-
-def context_coverage(
-    settings: Any,
-    records: Sequence[Any],
-    contexts: dict[str, list[list[Any]]],
-    known: dict[str, list[str]] | None = None,
-) -> dict[str, Any]:
-    """Decompose each question once (unless ``known`` has its core sub-questions), then
-    judge each retriever's top-5 passages."""
-    from eval.answer_coverage.judge import CoverageJudge, answerability_messages
-    from eval.answer_coverage.parse import parse_answerability
-    from eval.judging.resample import generate_until_parsed
-    from typed_rag.engines.factory import build_engine
-
-    engine = build_engine(settings)
-    judge = CoverageJudge.from_settings(engine, settings)
-    thr = settings.eval.answerable_threshold
-
-    async def run() -> dict[str, Any]:
-        await engine.start()
-        try:
-            t0 = time.perf_counter()
-            given = known or {}
-            todo = [r for r in records if r.question_id not in given]
-            decs = await judge.decompose([r.question for r in todo]) if todo else []
-            made = {
-                r.question_id: (d.value.core if d.ok and d.value else [])
-                for r, d in zip(todo, decs, strict=True)
-            }
-            out: dict[str, Any] = {
-                "questions": len(records),
-                "decomposed": sum(d.ok for d in decs),
-                "reused_decompositions": len(records) - len(todo),
-                "threshold": thr,
-            }
-            cores = [given.get(r.question_id) or made.get(r.question_id, []) for r in records]
-            for name, ctx in contexts.items():
-                idx = [i for i, c in enumerate(cores) if c and ctx[i]]
-                reqs = [
-                    judge._request(
-                        answerability_messages(
-                            cores[i], [{"title": p.title, "text": p.text} for p in ctx[i]]
-                        ),
-                        _answerability_schema(),
-                    )
-                    for i in idx
-                ]
-                res = await generate_until_parsed(
-                    engine,
-                    reqs,
-                    lambda j, text, idx=idx: parse_answerability(text, len(cores[idx[j]])),
-                    judge.max_resamples,
-                    judge.seed,
-                )
-                shares, answerable, total, per_q = [], 0, 0, []
-                for j, r in enumerate(res):
-                    if not (r.ok and r.value is not None):
-                        per_q.append(None)
-                        continue
-                    hits = sum(s >= thr for s in r.value)
-                    answerable += hits
-                    total += len(r.value)
-                    shares.append(hits / len(r.value))
-                    per_q.append({"id": records[idx[j]].question_id, "scores": r.value})
-                out[name] = {
-                    "judged": len(shares),
-                    "unparsed": len(res) - len(shares),
-                    "mean_context_coverage": round(sum(shares) / len(shares), 4)
-                    if shares
-                    else None,
-                    "core_answerable": answerable,
-                    "core_total": total,
-                    "per_question": per_q,
-                }
-            out["seconds"] = round(time.perf_counter() - t0, 1)
-            out["decompositions"] = [
-                {"id": r.question_id, "core": c} for r, c in zip(records, cores, strict=True)
-            ]
-            return out
-        finally:
-            await engine.close()
-
-    return asyncio.run(run())
-
-
-def _answerability_schema() -> dict[str, Any]:
-    from eval.answer_coverage.judge import ANSWERABILITY_SCHEMA
-
-    return ANSWERABILITY_SCHEMA
 
 
 # ---------------------------------------------------------------- main
@@ -417,9 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
 
+    from eval.answer_coverage.retrieved import context_coverage, load_decompositions
     from eval.data.wikinfqa import load_wikinfqa
+    from eval.retrieval.answer_recall import HitFinder, ground_truth, hits_table
+    from eval.retrieval.dtype_agreement import dtype_check
     from indexes.build import build_index
     from indexes.dense import build_dense
+    from indexes.derived_corpus import make_slice
     from typed_rag.config import load_settings, parse_overrides
     from typed_rag.retrieval.bm25 import BM25Index
     from typed_rag.retrieval.dense import DenseIndex
@@ -444,7 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     base = settings.home / "benchmarks" / f"hybrid-slice-{args.slice}-s{args.seed}"
     t0 = time.perf_counter()
-    info = make_slice(Path(settings.corpus.path), base / "passages.tsv", args.slice, args.seed)
+    try:
+        info = make_slice(Path(settings.corpus.path), base / "passages.tsv", args.slice, args.seed)
+    except ValueError as exc:  # a slice smaller than the dataset passages
+        raise SystemExit(str(exc)) from None
     print(
         f"slice: {info['passages']:,} passages ({info['dataset_passages']:,} dataset + "
         f"{info['dump_passages_sampled']:,} of {info['dump_passages_total']:,} dump) "
@@ -505,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hybrid = HybridRetriever(bm25, dense, r.rrf_k, r.fusion_depth)
     retrievers = {"bm25": bm25, "dense": dense, "hybrid": hybrid}
     kmax = max(KS)
+    finder = HitFinder()
     rows: list[tuple[str, dict[str, dict[str, float | int]]]] = []
     hits_by: dict[str, list[list[Any]]] = {}
     latency: dict[str, dict[str, float]] = {}
@@ -514,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hits = retr.search(queries, kmax)
         batched = (time.perf_counter() - t1) * 1000 / len(queries)
         hits_by[name] = hits
-        ranks = [first_hit_rank(h, a) for h, a in zip(hits, aliases, strict=True)]
-        table = recall_table(records, ranks)
+        ranks = [finder.first_hit_rank(h, a) for h, a in zip(hits, aliases, strict=True)]
+        table = hits_table(records, ranks, KS)
         results.setdefault("recall", {})[name] = table
         rows.append((f"{name} (slice)", table))
         single = time_single(lambda q, retr=retr: retr.search(q, kmax), lat_q)
@@ -545,8 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         full = BM25Index.from_settings(settings, full_dir)
         full.warmup()
         fh = full.search(queries, kmax)
-        ranks = [first_hit_rank(h, a) for h, a in zip(fh, aliases, strict=True)]
-        table = recall_table(records, ranks)
+        ranks = [finder.first_hit_rank(h, a) for h, a in zip(fh, aliases, strict=True)]
+        table = hits_table(records, ranks, KS)
         results.setdefault("recall", {})["bm25_full_corpus"] = table
         rows.append(("bm25 (full 370k)", table))
         ref = _coverage_reference(settings)

@@ -23,7 +23,9 @@ from typed_rag.engines import build_engine
 from typed_rag.engines.base import EngineError
 from typed_rag.errors import UserError
 from typed_rag.pipelines import MODES, describe_plan
+from typed_rag.request import AnswerRequest, RequestError, Resolved
 from typed_rag.result import Result
+from typed_rag.retrieval.collections import collection_settings
 from typed_rag.system import TypedRAG
 from typed_rag.types import QuestionType
 
@@ -48,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ask.add_argument("-k", "--top-k", type=int, dest="top_k", help="passages per query (paper: 5)")
     ask.add_argument("--seed", type=int, help="sampling seed (default: sampling.seed)")
     ask.add_argument("--json", action="store_true", help="print the whole Result as JSON")
+    ask.add_argument(
+        "--collection",
+        help="answer from this collection (`typed-rag index list`; default: the Wikipedia index)",
+    )
     ask.set_defaults(func=run_ask)
 
     conv = sub.add_parser(
@@ -112,18 +118,25 @@ async def _conversations_eval(
         return await evaluate(rag, conversations, on_row)
 
 
+# What a request field is called on this command line, for its error messages.
+FLAGS = {"force_type": "--type", "top_k": "-k/--top-k", "model": "--mode"}
+
+
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
-    if args.force_type is not None:
-        try:
-            QuestionType.parse(args.force_type)
-        except ValueError as exc:
-            raise UserError(f"--type: {exc}") from None
-    if args.top_k is not None and args.top_k < 1:
-        raise UserError(f"-k/--top-k must be at least 1, got {args.top_k}")
-    if args.mode:
-        settings = settings.model_copy(update={"mode": args.mode})
+    settings = collection_settings(settings, args.collection)  # its index is the one searched
     try:
-        result = asyncio.run(_ask(args, settings))
+        request = AnswerRequest(
+            args.question,
+            mode=args.mode,
+            force_type=args.force_type,
+            top_k=args.top_k,
+            seed=args.seed,
+        ).resolve(settings)
+    except RequestError as exc:
+        flag = FLAGS.get(exc.param or "")
+        raise UserError(f"{flag}: {exc}" if flag else str(exc)) from None
+    try:
+        result = asyncio.run(_ask(request, settings))
     except EngineError as exc:
         print(f"typed-rag: error: the LLM engine failed: {exc}", file=sys.stderr)
         return 1
@@ -134,31 +147,25 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _ask(args: argparse.Namespace, settings: Settings) -> Result:
-    rag = TypedRAG.from_settings(settings)
+async def _ask(request: Resolved, settings: Settings) -> Result:
+    """The request as the server would answer it: resolved (defaults, checks, ``top_k``
+    fitted to the context) by :mod:`typed_rag.request`, like an HTTP request."""
+    rag = TypedRAG.from_settings(settings.model_copy(update={"mode": request.mode}))
     async with rag:
-        return await rag.answer(
-            args.question,
-            mode=settings.mode,
-            force_type=args.force_type,
-            top_k=args.top_k,
-            seed=args.seed,
-        )
+        return await rag.answer(request)
 
 
 def print_result(result: Result, out: TextIO | None = None) -> None:
     """The human-readable trace: type, plan, answer, numbered sources, cost."""
     out = out or sys.stdout  # looked up per call: tests and pipes replace sys.stdout
     w = out.write
-    shown = result.routed_type or result.type  # the type routing chose (method.debate_route)
+    shown = result.type
     prob = result.probabilities.get(shown or "")
     detail = [result.type_source if result.type_source != "none" else "no classifier"]
     if prob is not None:
         detail.insert(0, f"p={prob:.2f}")
     if result.predicted_type and result.predicted_type != shown:
         detail.append(f"classifier said {result.predicted_type}")
-    if result.routed_type:
-        detail.append(f"answered by the {result.type} pipeline")
     w(f"mode: {result.mode}\n")
     w(f"type: {shown} ({', '.join(detail)})\n")
     found = result.constraints or {}
@@ -182,7 +189,10 @@ def print_result(result: Result, out: TextIO | None = None) -> None:
         w("sources:\n")
         for p in result.passages:
             rerank = f", rerank {p.rerank_score:.3f}" if p.rerank_score is not None else ""
-            w(f"  [{p.citation}] {p.title} (id {p.id}, score {p.score:.2f}{rerank})\n")
+            where = f"id {p.id}" if p.source is None else p.source
+            if p.page is not None:
+                where += f", page {p.page}"
+            w(f"  [{p.citation}] {p.title} ({where}, score {p.score:.2f}{rerank})\n")
     total = result.timings.get("total", 0.0)
     w(
         f"cost: {result.rounds} rounds, {len(result.calls)} calls, "

@@ -145,6 +145,8 @@ def _run_records(
     ids = manifest.get("question_ids") or []
     if args.subsets == "all" and manifest.get("subsets"):  # only the run's subsets
         args.subsets = ",".join(manifest["subsets"])
+    if args.data is None and args.data_dir is None and manifest.get("data"):
+        args.data = Path(manifest["data"]["path"])  # the graded file the run was made on
     by_id = {r.question_id: r for r in load_data(args, settings).records}
     answers = JsonlStore(args.run_dir / ANSWERS, readonly=True)
     records = [
@@ -156,8 +158,8 @@ def _run_records(
     ]
     if not records:
         raise UserError(
-            f"no question of {args.run_dir} in the Wiki-NFQA data was answered by all of "
-            + ", ".join([*methods, *(arm.name for arm in arms)])
+            f"no question of {args.run_dir} in {args.data or 'the Wiki-NFQA data'} was "
+            "answered by all of " + ", ".join([*methods, *(arm.name for arm in arms)])
         )
     return records[: args.limit] if args.limit else records
 

@@ -1,4 +1,5 @@
-"""What the ``eval`` subcommands share: the data and scorer options, and loading both.
+"""What the ``eval`` subcommands share: the data and scorer options, loading both, and the
+questions' types (``obtain_labels``).
 
 Factories that tests replace (``typed_rag.classifier.build_classifier``,
 ``typed_rag.engines.build_engine``, ``typed_rag.system.TypedRAG``) are called through
@@ -14,8 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eval.data.graded import load_graded
+from eval.data.labels import classify_questions, default_labels_path, load_labels, save_labels
 from eval.data.wikinfqa import WikiNFQA, load_wikinfqa
 from eval.runs.manifest import scorer_name
+from eval.runs.runner import RUN_LABELS
 from typed_rag import classifier as type_classifier
 from typed_rag.config import EngineSettings, Settings, load_settings
 from typed_rag.errors import UserError
@@ -38,14 +42,20 @@ def require_token_probabilities(scorer: Settings, what: str, instead: str) -> No
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
-    """Where the Wiki-NFQA questions come from and what to do with bad records."""
+    """Where the questions come from (Wiki-NFQA or --data) and what to do with bad records."""
     p.add_argument("--data-dir", type=Path, help="Wiki-NFQA folder (default: eval.data_dir)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        metavar="FILE.jsonl",
+        help="your own graded questions instead of Wiki-NFQA (format: docs/evaluation.md)",
+    )
     p.add_argument("--subsets", default="all", help="comma list of subsets, or all")
     p.add_argument(
         "--on-error",
         choices=("skip", "stop"),
-        default="skip",
-        help="bad records: skip and count (default) or stop with an error",
+        help="bad records: skip and count, or stop with an error (default: skip for "
+        "Wiki-NFQA, stop for --data)",
     )
 
 
@@ -58,14 +68,23 @@ def scorer_args(p: argparse.ArgumentParser, role: str) -> None:
 
 
 def load_data(args: argparse.Namespace, settings: Settings) -> WikiNFQA:
-    """The Wiki-NFQA questions the options name; bad records are listed, none left is an error."""
-    data = load_wikinfqa(args.data_dir or settings.eval.data_dir, args.subsets, args.on_error)
+    """The questions the options name (--data's file, else Wiki-NFQA); bad records are
+    listed, none left is an error."""
+    data_file = getattr(args, "data", None)
+    if data_file is not None:
+        if args.data_dir is not None:
+            raise UserError("--data and --data-dir name two question sets; give one")
+        data: WikiNFQA = load_graded(data_file, args.subsets, args.on_error or "stop")
+    else:
+        data = load_wikinfqa(
+            args.data_dir or settings.eval.data_dir, args.subsets, args.on_error or "skip"
+        )
     if data.bad:
         print(f"skipped {len(data.bad)} bad record(s):")
         for bad in data.bad[:20]:
             print(f"  {bad}")
     if not data.records:
-        raise UserError("no valid Wiki-NFQA questions to evaluate")
+        raise UserError(f"no valid questions to evaluate in {data_file or 'Wiki-NFQA'}")
     return data
 
 
@@ -111,3 +130,39 @@ def warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> None
             role,
             scorer_name(scorer),
         )
+
+
+def obtain_labels(
+    settings: Settings,
+    records: list[Any],
+    run_dir: Path,
+    labels_file: Path | None,
+    given: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The run's stored labels, else --labels, else the default file; classify what is missing.
+
+    ``given`` (a graded file's own types, see eval/data/graded.py) overrides them all, and
+    the default file, Wiki-NFQA's labels, is not read for such a file's questions.
+    """
+    run_labels = run_dir / RUN_LABELS
+    labels: dict[str, Any] = {}
+    if run_labels.exists():
+        labels = load_labels(run_labels)
+    elif labels_file is not None:
+        labels = load_labels(labels_file)
+    elif given is None and default_labels_path(settings).exists():
+        labels = load_labels(default_labels_path(settings))
+    labels.update(given or {})
+    missing = [r for r in records if r.question_id not in labels]
+    if missing:
+        log.info("classifying %d question(s) without a stored type", len(missing))
+        try:
+            classifier = build_classifier(settings)
+        except UserError as exc:
+            raise UserError(
+                f"{exc} (needed to type {len(missing)} question(s); or run `typed-rag eval "
+                "label` first, or pass --labels FILE)"
+            ) from None
+        labels.update(classify_questions(missing, classifier, settings.classifier.min_confidence))
+    save_labels(labels, run_labels, source="run")
+    return labels

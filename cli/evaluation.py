@@ -1,45 +1,52 @@
-"""``typed-rag eval label|run|judge-validity|report``: Wiki-NFQA type labels, LINKAGE runs, reports.
+"""``typed-rag eval label|run|splice``: Wiki-NFQA type labels, resumable LINKAGE runs, splices.
 
-The ``constraints-*`` subcommands live in :mod:`cli.eval_constraints`; what both
-share (data and scorer options) in :mod:`cli.eval_shared`.
+The ``eval`` group is registered here; its other subcommands live beside it:
+``judge-validity`` in :mod:`cli.eval_validity`, ``report`` and ``compare`` in
+:mod:`cli.eval_reports`, ``constraints-*`` in :mod:`cli.eval_constraints`; what they
+share (data and scorer options, the questions' types) in :mod:`cli.eval_shared`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from cli import eval_constraints, eval_papers, eval_support
+from cli import (
+    eval_constraints,
+    eval_papers,
+    eval_refinish,
+    eval_reports,
+    eval_support,
+    eval_validity,
+)
 from cli.eval_shared import (
     build_classifier,
     data_args,
     load_data,
+    obtain_labels,
     require_token_probabilities,
-    scorer_args,
     scorer_settings_for,
     warn_if_self_judged,
 )
+from eval.data.graded import data_source, given_labels
 from eval.data.labels import (
     classify_questions,
     default_labels_path,
     distribution_table,
-    load_labels,
     save_labels,
 )
 from eval.data.methods import parse_methods
 from eval.data.routes import CLASSIFIED
 from eval.data.selection import select_questions
 from eval.data.wikinfqa import parse_subsets
-from eval.judging.validity_run import render, run_validity
-from eval.reports.compare import compare_runs, format_comparison
 from eval.reports.report import write_report
 from eval.runs.distributed import DistributedEvalRunner
 from eval.runs.manifest import scorer_name, write_manifest
-from eval.runs.runner import ANSWERS, RUN_LABELS, EvalRunner
+from eval.runs.refinish import splice_changed
+from eval.runs.runner import ANSWERS, EvalRunner
 from eval.runs.splice import Classify, splice
 from typed_rag import engines, system
 from typed_rag.config import Settings
@@ -108,58 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_run)
 
-    p = eval_sub.add_parser(
-        "judge-validity",
-        help="how often judging protocols order Wiki-NFQA answers of known quality correctly",
-    )
-    data_args(p)
-    p.add_argument("--out", type=Path, default=Path("results/judge"), help="output folder")
-    p.add_argument("--questions", type=int, default=200, help="questions (default 200)")
-    p.add_argument(
-        "--pool", type=int, default=80, help="questions the generator answers (default 80)"
-    )
-    p.add_argument(
-        "--protocols",
-        default="linkage-prob",
-        help="comma list of linkage-sampled, linkage, linkage-prob, rubric-prob, pairwise-prob",
-    )
-    p.add_argument(
-        "--ensembles",
-        default="",
-        help="comma list of ensembles to summarize, e.g. linkage-prob+rubric-prob or "
-        "linkage-prob@MODEL_A+linkage-prob@MODEL_B (models as in summary.json)",
-    )
-    p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
-    p.add_argument("--seed", type=int, default=7, help="question and candidate draw")
-    p.add_argument(
-        "--no-padding",
-        action="store_true",
-        help="leave out the padding and vouching probes' candidates (a store judged before "
-        "the probes existed is then summarized without new judgements)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    scorer_args(p, "judge")
-    p.set_defaults(func=cmd_judge_validity)
-
-    p = eval_sub.add_parser("report", help="tables, per-type figure, failures and cost of a run")
-    p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
-    p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
-    p.set_defaults(func=cmd_report)
-
-    p = eval_sub.add_parser(
-        "compare",
-        help="one method in two run directories (e.g. two retrieval configs), paired per question",
-    )
-    p.add_argument("a", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/reranked:rag")
-    p.add_argument("b", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/run:rag")
-    p.add_argument(
-        "--changed-only",
-        action="store_true",
-        help="pair only the questions whose answers differ between the two runs (an option "
-        "that acts on few questions, undiluted)",
-    )
-    p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
-    p.set_defaults(func=cmd_compare)
+    eval_validity.register(eval_sub)
+    eval_reports.register(eval_sub)
 
     p = eval_sub.add_parser(
         "splice",
@@ -170,11 +127,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="the run to move, e.g. results/wiki-nfqa/reranked")
     p.add_argument("--from", dest="source", type=Path, required=True, help="a run made with them")
     p.add_argument("--method", default="typed-rag", help="the method whose answers move")
+    p.add_argument(
+        "--changed",
+        metavar="REASON",
+        help="a code change no option names (e.g. `eval refinish`): take every answer of "
+        "--methods that differs in --from, with its verdict, recording REASON",
+    )
+    p.add_argument(
+        "--methods", default="rag,typed-rag", help="with --changed: the methods whose answers move"
+    )
     p.set_defaults(func=cmd_splice)
 
     eval_constraints.register(eval_sub)
     eval_papers.register(eval_sub)
     eval_support.register(eval_sub)
+    eval_refinish.register(eval_sub)
 
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
@@ -200,6 +167,8 @@ def _type_list(value: str | None) -> list[str] | None:
 
 
 def cmd_label(args: argparse.Namespace, settings: Settings) -> int:
+    if args.data is not None and args.out is None:  # the default file is Wiki-NFQA's
+        raise UserError("eval label --data needs --out FILE (then `eval run --labels FILE`)")
     data = load_data(args, settings)
     classifier = build_classifier(settings)
     labels = classify_questions(data.records, classifier, settings.classifier.min_confidence)
@@ -209,33 +178,6 @@ def cmd_label(args: argparse.Namespace, settings: Settings) -> int:
     print(distribution_table(labels))
     print(f"\nwrote {path} and {path.with_suffix('.csv')}")
     return 0
-
-
-def obtain_labels(
-    settings: Settings, records: list[Any], run_dir: Path, labels_file: Path | None
-) -> dict[str, Any]:
-    """The run's stored labels, else --labels, else the default file; classify what is missing."""
-    run_labels = run_dir / RUN_LABELS
-    labels: dict[str, Any] = {}
-    if run_labels.exists():
-        labels = load_labels(run_labels)
-    elif labels_file is not None:
-        labels = load_labels(labels_file)
-    elif default_labels_path(settings).exists():
-        labels = load_labels(default_labels_path(settings))
-    missing = [r for r in records if r.question_id not in labels]
-    if missing:
-        log.info("classifying %d question(s) without a stored type", len(missing))
-        try:
-            classifier = build_classifier(settings)
-        except UserError as exc:
-            raise UserError(
-                f"{exc} (needed to type {len(missing)} question(s); or run `typed-rag eval "
-                "label` first, or pass --labels FILE)"
-            ) from None
-        labels.update(classify_questions(missing, classifier, settings.classifier.min_confidence))
-    save_labels(labels, run_labels, source="run")
-    return labels
 
 
 # ---------------------------------------------------------------------- run
@@ -265,14 +207,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             update={"eval": settings.eval.model_copy(update={"paper_off_by_one": True})}
         )
     methods = parse_methods(args.methods)
-    subsets = parse_subsets(args.subsets)
+    subsets = parse_subsets(args.subsets) if args.data is None else []
     scorer = scorer_settings_for(settings, args)
     _check_judge_backend(settings, scorer)
     warn_if_self_judged(settings, scorer, "scorer")
     data = load_data(args, settings)
+    if args.data is not None:  # a graded file's own subsets
+        subsets = sorted({r.subset for r in data.records})
     run_dir: Path = args.out
     run_dir.mkdir(parents=True, exist_ok=True)
-    labels = obtain_labels(settings, data.records, run_dir, args.labels)
+    labels = obtain_labels(settings, data.records, run_dir, args.labels, given_labels(data))
     records = select_questions(
         data.records,
         labels,
@@ -299,6 +243,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             "coverage": args.coverage,
             "skipped_bad_records": len(data.bad),
         },
+        data=data_source(data),
     )
     print(
         f"evaluating {len(records)} question(s) x {len(methods)} method(s); "
@@ -345,43 +290,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- judge validity
-
-
-def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
-    data = load_data(args, settings)
-    judge = scorer_settings_for(settings, args)
-    labels = obtain_labels(settings, data.records, args.out, args.labels)
-    summary = run_validity(
-        settings,
-        judge,
-        data.records,
-        labels,
-        args.out,
-        questions=args.questions,
-        pool_size=args.pool,
-        protocols=[p.strip() for p in args.protocols.split(",") if p.strip()],
-        ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
-        seed=args.seed,
-        progress=not args.no_progress,
-        appended=not args.no_padding,
-    )
-    print(render(summary))
-    print(f"\nwrote {args.out / 'summary.json'}")
-    return 0
-
-
-# ---------------------------------------------------------------------- report
-
-
-def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    files = write_report(args.run_dir, settings, args.out)
-    print(files.markdown.read_text(encoding="utf-8"))
-    print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
-    return 0
-
-
 def cmd_splice(args: argparse.Namespace, settings: Settings) -> int:
+    if args.changed:
+        taken = splice_changed(args.run_dir, args.source, parse_methods(args.methods), args.changed)
+        print(
+            f"{args.run_dir}: {taken['answers_taken']} changed answers of "
+            f"{', '.join(taken['methods'])} taken from {args.source} with their verdicts "
+            f"(the rows before: {taken['rows_before']})"
+        )
+        return 0
     classify = _classify(settings) if settings.eval.route in CLASSIFIED else None
     record = splice(args.run_dir, args.source, args.method, settings, classify)
     print(
@@ -398,12 +315,3 @@ def _classify(settings: Settings) -> Classify:
 
     classifier, threshold = build_classifier(settings), settings.classifier.min_confidence
     return lambda questions: classifier.predict(list(questions), threshold)
-
-
-def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    result = compare_runs(args.a, args.b, changed_only=args.changed_only)
-    print(format_comparison(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return 0

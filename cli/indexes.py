@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import typed_rag.retrieval.manifest as mf
+from cli.documents import add_build_options, add_index_commands, build_documents, wants_documents
 from eval.data.labels import default_labels_path
 from eval.retrieval.evaluate import evaluate, format_table, judge
 from indexes.build import build_index
@@ -58,7 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--corpus is given; an interrupted encode resumes where it stopped",
     )
     build.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_build_options(build)
     build.set_defaults(func=_index_build)
+    add_index_commands(index_sub)
 
     ev = index_sub.add_parser(
         "eval",
@@ -115,6 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     retrieve.add_argument("-k", type=int, default=None, help="passages (default: retrieval.top_k)")
     retrieve.add_argument("--index", help="index folder (default: retrieval.index_dir)")
     retrieve.add_argument(
+        "--collection",
+        help="search this collection (`typed-rag index list`; default: the Wikipedia index)",
+    )
+    retrieve.add_argument(
         "--kind",
         choices=("bm25", "dense", "hybrid"),
         help="retriever (default: retrieval.kind); dense and hybrid need `index build --dense`",
@@ -142,6 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _index_build(args: argparse.Namespace, settings: Settings) -> int:
+    if wants_documents(args):
+        return build_documents(args, settings)
     if args.limit is not None and args.limit <= 0:
         raise UserError(f"--limit must be a positive number, got {args.limit}")
     if args.dense:
@@ -249,7 +258,11 @@ def _index_judge(args: argparse.Namespace, settings: Settings) -> int:
 
 def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
     from typed_rag.retrieval import open_retriever
+    from typed_rag.retrieval.collections import collection_settings
 
+    if args.collection and args.index:
+        raise UserError("give --collection or --index, not both")
+    settings = collection_settings(settings, args.collection)
     if args.kind:
         retrieval = settings.retrieval.model_copy(update={"kind": args.kind})
         settings = settings.model_copy(update={"retrieval": retrieval})
@@ -276,6 +289,9 @@ def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
                     "id": p.id,
                     "title": p.title,
                     "text": p.text,
+                    "source": p.source,
+                    "page": p.page,
+                    "section": p.section,
                 }
                 for i, p in enumerate(hits, 1)
             ],
@@ -287,7 +303,8 @@ def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
     for i, p in enumerate(hits, 1):
         text = " ".join(p.text.split())
         snippet = text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
-        print(f"{i:>2}. {p.score:7.3f}  {p.id}  {p.title}")
+        where = p.id if p.source is None else p.source + (f" p.{p.page}" if p.page else "")
+        print(f"{i:>2}. {p.score:7.3f}  {where}  {p.title}")
         print(f"    {snippet}")
     print(
         f"({len(hits)} passages; load {(t1 - t0) * 1000:.0f} ms, search {(t2 - t1) * 1000:.0f} ms)"

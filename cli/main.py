@@ -15,7 +15,7 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from cli import ask, classifier, evaluation, indexes, models, qtree, serve
+from cli import ask, classifier, config_show, evaluation, indexes, models, qtree, serve
 from typed_rag.config import load_settings, parse_overrides
 from typed_rag.errors import UserError
 
@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     serve,  # serve, ui
     evaluation,  # eval run/report/label/context/coverage/constraints-*
     qtree,  # qtree build/summary/train
+    config_show,  # config show
 )
 
 

@@ -41,14 +41,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm._monitor import TMonitor
 from tqdm.auto import tqdm
 
 import typed_rag.retrieval.manifest as mf
-from indexes.corpus import CorpusReader, OnError, resolve_corpus
+from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats, resolve_corpus
 from indexes.freshness import corpus_fingerprint, stale_reason
 from indexes.score_matrix import TF_FILE, TID_FILE, write_csc
 from typed_rag.config import Settings
@@ -60,6 +60,15 @@ from typed_rag.retrieval.vocab import write_hashed_vocab
 log = logging.getLogger(__name__)
 
 _MAX_TF = np.iinfo(np.uint16).max  # tf above this is clipped (its BM25 weight is saturated)
+
+
+class RowSource(Protocol):
+    """What a build reads: rows with ``id``, ``title``, ``text``; ``stats`` after the pass."""
+
+    path: Path
+    stats: ReadStats
+
+    def __iter__(self) -> Iterator[CorpusRow]: ...
 
 
 @dataclass
@@ -100,16 +109,7 @@ def build_index(
     workers: int | None = None,
 ) -> BuildReport:
     """Build (or, with ``if_missing``, keep an up-to-date) BM25 index; see the module doc."""
-    import bm25s
-
-    r = settings.retrieval
-    params = {
-        "k1": float(r.k1 if k1 is None else k1),
-        "b": float(r.b if b is None else b),
-        "method": method or r.method,
-        "delta": 0.5,
-    }
-    _check_params(params)
+    params = bm25_params(settings, k1=k1, b=b, method=method)
     out = Path(out).expanduser() if out is not None else settings.index_dir
     corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
     fingerprint = corpus_fingerprint(corpus_path, source)
@@ -127,11 +127,9 @@ def build_index(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        report = _build_into(
+        report = build_into(
             tmp,
-            corpus_path,
-            on_error=on_error or settings.corpus.on_error,
-            limit=limit,
+            CorpusReader(corpus_path, on_error or settings.corpus.on_error, limit=limit),
             params=params,
             analyzer=analyzer,
             show_progress=show_progress,
@@ -139,27 +137,7 @@ def build_index(
             workers=default_workers() if workers is None else workers,
         )
         report.out = out
-        manifest = {
-            "format_version": mf.FORMAT_VERSION,
-            "corpus": fingerprint,
-            "params": params,
-            "analyzer": analyzer,
-            "limit": limit,
-            "counts": {
-                "passages": report.passages,
-                "vocab": report.vocab,
-                "postings": report.postings,
-                "skipped_rows": report.skipped_rows,
-            },
-            "first_error": report.first_error,
-            "build": {
-                "seconds": round(report.seconds, 3),
-                "passages_per_s": round(report.passages_per_s, 1),
-                "timings": report.timings,
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "bm25s_version": bm25s.__version__,
-            },
-        }
+        manifest = index_manifest(report, params, analyzer, corpus=fingerprint, limit=limit)
         mf.write_manifest(tmp, manifest)
         _replace_folder(tmp, out)
     except BaseException:
@@ -168,23 +146,69 @@ def build_index(
     return report
 
 
-def _build_into(
-    folder: Path,
-    corpus_path: Path,
+def bm25_params(
+    settings: Settings,
     *,
-    on_error: OnError,
-    limit: int | None,
+    k1: float | None = None,
+    b: float | None = None,
+    method: str | None = None,
+) -> dict[str, Any]:
+    """The BM25 parameters of a build: ``retrieval.*`` unless given, checked."""
+    r = settings.retrieval
+    params = {
+        "k1": float(r.k1 if k1 is None else k1),
+        "b": float(r.b if b is None else b),
+        "method": method or r.method,
+        "delta": 0.5,
+    }
+    _check_params(params)
+    return params
+
+
+def index_manifest(
+    report: BuildReport, params: dict[str, Any], analyzer: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """The ``manifest.json`` of a finished build; ``extra`` adds sections (corpus, ...)."""
+    import bm25s
+
+    return {
+        "format_version": mf.FORMAT_VERSION,
+        **extra,
+        "params": params,
+        "analyzer": analyzer,
+        "counts": {
+            "passages": report.passages,
+            "vocab": report.vocab,
+            "postings": report.postings,
+            "skipped_rows": report.skipped_rows,
+        },
+        "first_error": report.first_error,
+        "build": {
+            "seconds": round(report.seconds, 3),
+            "passages_per_s": round(report.passages_per_s, 1),
+            "timings": report.timings,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "bm25s_version": bm25s.__version__,
+        },
+    }
+
+
+def build_into(
+    folder: Path,
+    reader: RowSource,
+    *,
     params: dict[str, Any],
     analyzer: dict[str, Any],
     show_progress: bool,
-    chunk_docs: int,
-    workers: int,
+    chunk_docs: int = 20_000,
+    workers: int = 0,
 ) -> BuildReport:
+    """Write the passage store and BM25 files of ``reader``'s rows into ``folder``
+    (no manifest, no swap: :func:`build_index` and the documents build do those)."""
     import bm25s
     from bm25s.utils import json_functions
 
     t0 = time.perf_counter()
-    reader = CorpusReader(corpus_path, on_error, limit=limit)
     analyze = Analyzer(analyzer, grow=True)
     doc_len = array("i")  # tokens per passage (after stop words)
     doc_terms = array("i")  # distinct terms per passage = postings per passage
@@ -196,7 +220,7 @@ def _build_into(
         (folder / TID_FILE).open("wb") as tid_out,
         (folder / TF_FILE).open("wb") as tf_out,
         tqdm(
-            total=limit,
+            total=getattr(reader, "limit", None),
             unit="psg",
             unit_scale=True,
             desc="index: read+tokenise",
@@ -235,7 +259,7 @@ def _build_into(
     vocab = analyze.vocab
     n_docs = len(doc_len)
     if n_docs == 0:
-        raise UserError(f"no passages to index in {corpus_path} ({stats.summary()})")
+        raise UserError(f"no passages to index in {reader.path} ({stats.summary()})")
     vocab[""] = len(vocab)  # column without postings: the query with no known term
     n_terms = write_csc(
         folder,
@@ -279,7 +303,7 @@ def _build_into(
     )
 
 
-def _batches(reader: CorpusReader, store: PassageStoreWriter, size: int) -> Iterator[list[str]]:
+def _batches(reader: RowSource, store: PassageStoreWriter, size: int) -> Iterator[list[str]]:
     """Store each good row and yield the texts to index (title and text) in chunks."""
     batch: list[str] = []
     for row in reader:

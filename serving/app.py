@@ -28,6 +28,7 @@ from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from typed_rag.config import Settings
 from typed_rag.pipelines import MODES
+from typed_rag.retrieval.collections import CollectionInfo, list_collections
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def create_app(
     server = settings.server
     metrics = ServerMetrics()
     state = ServerState(settings, rag, on_fatal=on_fatal)
-    admission = Admission(server.max_concurrent, server.max_queue, metrics)
+    admission = Admission(server.max_concurrent, server.max_queue, metrics, server.short_slots)
     chat = OpenAIServingChat(state, admission, metrics)
 
     @contextlib.asynccontextmanager
@@ -98,21 +99,44 @@ def create_app(
             data=[ModelCard(id=m, root=root, description=MODE_DESCRIPTIONS[m]) for m in MODES]
         )
 
+    @app.get("/v1/collections", dependencies=[Depends(require_key)])
+    async def collections() -> JSONResponse:
+        """The collections a request's ``collection`` field may name."""
+        infos = await asyncio.to_thread(list_collections, settings)
+        return JSONResponse({"object": "list", "data": [_collection_card(c) for c in infos]})
+
     @app.get("/health")
     async def health() -> JSONResponse:
         body = state.describe()
         headers = {} if state.ready else {"Retry-After": "5"}
         return JSONResponse(body, status_code=200 if state.ready else 503, headers=headers)
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        """Browsers ask for it; "no icon" instead of a 404 in every log."""
+        return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})
+
     @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     _install_error_handlers(app, metrics)
-    openapi.install(app, auth=bool(server.api_key), max_input_chars=server.max_input_chars)
+    openapi.install(
+        app,
+        auth=bool(server.api_key),
+        max_input_chars=server.max_input_chars,
+        max_top_k=server.max_top_k,
+    )
     if server.ui:
         _mount_ui(app, settings)
     return app
+
+
+def _collection_card(info: CollectionInfo) -> dict[str, Any]:
+    """A collection as a client sees it: no server paths beyond the documents' own roots."""
+    card = info.to_dict()
+    card.pop("folder", None)
+    return {"id": info.name, "object": "collection", **card}
 
 
 def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:

@@ -2,7 +2,9 @@
 
 Python's JSON decoder recurses once per nesting level (a deep body raises
 ``RecursionError``), refuses huge integers with a bare ``ValueError``, and
-accepts ``"\\ud800"`` (an unpaired surrogate that no tokenizer can encode).
+accepts ``"\\ud800"`` (an unpaired surrogate that no tokenizer can encode), and
+``NaN``, ``Infinity`` or ``1e400`` (numbers JSON does not have, or that overflow to
+infinity), which would otherwise fail range checks with a misleading message.
 Each of these is a 400 naming the problem here, before the request model or
 the engine sees the body.
 """
@@ -10,22 +12,30 @@ the engine sees the body.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 from serving import errors
-from typed_rag.config import Settings
 
 # JSON strings (escapes included), blanked out before brackets are counted.
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(rb"[\[\]{}]")
 
-# The context estimate of :func:`serving.prepare.fit_context`. Wiki passages
-# are 100 words: 100 of them made a 13,787-token prompt with Qwen2.5's
-# tokenizer (~138 per passage with its "[n] Title" line).
-PASSAGE_TOKENS = 150
-PROMPT_TOKENS = 300  # a pipeline's own instructions around the passages
-CHARS_PER_TOKEN = 3  # conservative for English text
+
+class NonFiniteNumber(ValueError):
+    """A NaN, an infinity, or a number too large for a float, in a request body."""
+
+
+def _non_finite(text: str) -> float:
+    raise NonFiniteNumber(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(text)
+    return value
 
 
 def json_depth(body: bytes) -> int:
@@ -50,7 +60,13 @@ def decode_json(body: bytes, max_depth: int) -> Any:
             code="invalid_json",
         )
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_non_finite, parse_float=_finite_float)
+    except NonFiniteNumber as exc:
+        raise errors.bad_request(
+            f"request body has the number {exc}, which is not finite; JSON numbers must be "
+            "finite (no NaN, Infinity or values beyond 1.8e308)",
+            code="invalid_json",
+        ) from None
     except UnicodeDecodeError as exc:
         raise errors.bad_request(
             f"request body is not valid UTF-8: {exc}", code="invalid_json"
@@ -94,20 +110,6 @@ def check_unicode(value: Any, path: str = "") -> None:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             check_unicode(item, f"{path}.{i}")
-
-
-def context_window(settings: Settings) -> int | None:
-    """The model's context length in tokens, where the settings say it (None: unknown)."""
-    engine = settings.engine
-    if engine.backend in ("llamacpp", "fake"):
-        return engine.n_ctx
-    if engine.backend == "vllm":
-        return engine.max_model_len
-    return None
-
-
-def window_setting(settings: Settings) -> str:
-    return "engine.max_model_len" if settings.engine.backend == "vllm" else "engine.n_ctx"
 
 
 def check_output_schema(schema: dict[str, Any] | None) -> None:

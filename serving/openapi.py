@@ -67,11 +67,16 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
 
 
-def _request_schema(components: dict[str, Any], max_input_chars: int) -> None:
+def _request_schema(components: dict[str, Any], max_input_chars: int, max_top_k: int) -> None:
     """What validation adds beyond the pydantic model: the mode names, the type labels,
-    and the per-message length limit of this server."""
+    the ``top_k`` range and the per-message length limit of this server."""
     request = components["ChatCompletionRequest"]
     request["properties"]["model"]["enum"] = list(MODES)
+    request["properties"]["top_k"] = {
+        "anyOf": [{"type": "integer", "minimum": 1, "maximum": max_top_k}, {"type": "null"}],
+        "default": None,
+        "description": "passages per (sub-)query; at most server.max_top_k",
+    }
     labels = [t.value for t in QuestionType]
     request["properties"]["force_type"] = {
         "anyOf": [{"enum": [*labels, *(v.lower() for v in labels), ""]}, {"type": "null"}],
@@ -100,7 +105,7 @@ def _request_schema(components: dict[str, Any], max_input_chars: int) -> None:
         mapping[role] = REF.format(model="SystemMessage")
 
 
-def install(app: FastAPI, *, auth: bool, max_input_chars: int) -> None:
+def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 20) -> None:
     """Replace ``app.openapi`` with the document built here (cached after the first call)."""
 
     def build() -> dict[str, Any]:
@@ -114,7 +119,7 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int) -> None:
             _schemas(ChatCompletionRequest, ChatCompletionResponse, ErrorResponse, ModelList)
         )
         components.update(_schemas(Health))
-        _request_schema(components, max_input_chars)
+        _request_schema(components, max_input_chars, max_top_k)
         auth_errors = (401,) if auth else ()
         paths = doc["paths"]
         chat = paths["/v1/chat/completions"]["post"]

@@ -1,9 +1,9 @@
 """The wire format of requests: OpenAI chat-completion requests and the extra Typed-RAG fields.
 
-Requests are validated here (types, ranges, the extra Typed-RAG fields);
-everything that needs the running system (is the model known, is the input
-too long for this server) is checked in :mod:`serving.validation` and
-:mod:`serving.prepare`. The responses are in :mod:`serving.responses`.
+Requests are validated here (types and the ranges of OpenAI's fields); what
+needs the settings (is the model known, is the input too long for this server,
+the ``top_k`` bound, the type label) is checked in :mod:`serving.validation` and,
+for what every edge shares, :mod:`typed_rag.request`. The responses are in :mod:`serving.responses`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ from pydantic import (
     Field,
     StringConstraints,
     WithJsonSchema,
-    field_validator,
 )
-
-from typed_rag.types import QuestionType
 
 # Request models are strict (no "0.5" for a number, no "true" for a bool), so
 # the server accepts exactly what the OpenAPI schema, generated from them, says.
@@ -196,7 +193,7 @@ FIELD_POLICY: dict[str, tuple[Literal["honoured", "rejected", "ignored"], str]] 
     "reasoning_effort": ("ignored", "not a reasoning model"),
     "verbosity": ("ignored", "answer length follows the question type"),
 }
-TYPED_RAG_FIELDS = ("top_k", "force_type", "include_trace")
+TYPED_RAG_FIELDS = ("top_k", "force_type", "include_trace", "collection")
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=4)]
 
 
@@ -257,18 +254,15 @@ class ChatCompletionRequest(BaseModel):
     reasoning_effort: str | None = None
     verbosity: str | None = None
     # Typed-RAG extras
-    top_k: Int(1, 100) | None = None
+    # Range (1 to server.max_top_k) and type label are checked by typed_rag.request.
+    top_k: Annotated[int, BeforeValidator(_integral)] | None = None
     force_type: str | None = None
     include_trace: bool = False
+    # A document collection to answer from (GET /v1/collections lists them; default: the
+    # server's own index). An unknown name is a 400 naming the known ones (typed_rag.request).
+    collection: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     # Streams only: progress chunks (empty delta.content + a typed_rag event) before the answer.
     progress_events: bool = True
-
-    @field_validator("force_type")
-    @classmethod
-    def _known_type(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        return QuestionType.parse(value).value
 
     def stop_strings(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

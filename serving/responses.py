@@ -41,9 +41,6 @@ class TypedRAGInfo(BaseModel):
     rewrite: dict[str, Any] | None = None
     type: str | None = None
     predicted_type: str | None = None
-    # The type routing chose when the question was answered as ``type`` instead
-    # (``method.debate_route``).
-    routed_type: str | None = None
     type_source: str | None = None
     probabilities: dict[str, float] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict)
@@ -71,7 +68,6 @@ class TypedRAGInfo(BaseModel):
             rewrite=result.rewrite,
             type=result.type,
             predicted_type=result.predicted_type,
-            routed_type=result.routed_type,
             type_source=result.type_source,
             probabilities=result.probabilities,
             plan=result.plan,
@@ -146,7 +142,7 @@ class StreamChoice(BaseModel):
 class ProgressEvent(BaseModel):
     """A progress chunk's ``typed_rag`` object: ``event`` names it (see :mod:`typed_rag.progress`).
 
-    type: mode, type, type_source, routed_type, predicted_type, probabilities;
+    type: mode, type, type_source, predicted_type, probabilities;
     plan: plan (sub_queries / perspectives / keywords ...); sub_answer: index, total,
     step, query, perspective, answer, citations; fallback: note; answer: step.
     The last chunk's ``typed_rag`` (the whole :class:`TypedRAGInfo`) has no ``event``.

@@ -2,8 +2,10 @@
 
 Every request runs as a task that is cancelled when its client disconnects
 or its time (``server.request_timeout_s``, queue wait included) runs out;
-cancelling it cancels the engine work under it. Failures become OpenAI
-error objects: a status code before the response starts, an in-band
+cancelling it cancels the engine work under it. A streamed request gets its
+headers and first chunk at once, then ``queued`` progress chunks (its place in the
+queue) and keep-alive comments until it runs. Failures become OpenAI error
+objects: a status code before the response starts, an in-band
 ``data: {"error": ...}`` event (followed by ``data: [DONE]``) once a stream
 has begun.
 """
@@ -23,7 +25,7 @@ from serving import errors
 from serving.admission import Admission, Slot
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.prepare import Prepared, prepare
+from serving.prepare import prepare, request_error
 from serving.protocol import ChatCompletionRequest
 from serving.responses import (
     AssistantMessage,
@@ -51,11 +53,24 @@ from serving.validation import context_error, parse_request
 from typed_rag.engines.base import ContextLengthError, EngineError
 from typed_rag.errors import UserError
 from typed_rag.progress import Progress
+from typed_rag.request import RequestError, Resolved
 from typed_rag.result import Result
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+QUEUE_POLL_S = 0.25  # how often a queued stream looks at its place in the queue
+
+
+def shutting_down() -> APIError:
+    return APIError(
+        503,
+        "the server is shutting down; retry the request",
+        type="service_unavailable_error",
+        code="server_shutting_down",
+    )
+
 
 CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen in metrics/logs
 
@@ -69,19 +84,14 @@ class OpenAIServingChat:
         self.metrics = metrics
         self.server = state.settings.server
         self._streams: set[Pump] = set()
+        self._closing = False
 
     def drain(self) -> None:
         """The server is stopping (SIGTERM): end every open stream with an in-band
         error event and ``[DONE]``, so clients see why their answer stopped."""
+        self._closing = True  # streams still queued end at their next look at the queue
         for pump in list(self._streams):
-            pump.fail(
-                APIError(
-                    503,
-                    "the server is shutting down; retry the request",
-                    type="service_unavailable_error",
-                    code="server_shutting_down",
-                )
-            )
+            pump.fail(shutting_down())
 
     # -- the endpoint ----------------------------------------------------
 
@@ -91,7 +101,7 @@ class OpenAIServingChat:
         try:
             req = await parse_request(raw, self.server)
             mode = req.model
-            prep = prepare(req, self.state.settings)
+            request = prepare(req, self.state.settings)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "
@@ -99,7 +109,7 @@ class OpenAIServingChat:
                     status=503,
                     retry_after_s=5,
                 )
-            slot = self.admission.reserve()
+            slot = self.admission.reserve(short=request.short)
         except APIError as exc:
             self.metrics.observe_error(mode, exc.status, exc.code)
             return exc.response()
@@ -107,9 +117,10 @@ class OpenAIServingChat:
         deadline = asyncio.get_running_loop().time() + self.server.request_timeout_s
         request_id = completion_id()
         if req.stream:
-            return await self._start_stream(raw, req, prep, slot, deadline, request_id, started)
+            events = self._stream_events(req, request, slot, deadline, request_id, started)
+            return SSEResponse(events, on_close=slot.release)
         try:
-            result = await self._guarded(raw, slot, deadline, lambda: self._answer(req, prep))
+            result = await self._guarded(raw, slot, deadline, lambda: self._answer(request))
         except ClientDisconnected:
             self._count_cancel(request_id, mode)
             return Response(status_code=CLIENT_CLOSED)
@@ -117,7 +128,7 @@ class OpenAIServingChat:
             self.metrics.observe_error(mode, exc.status, exc.code)
             return exc.response()
         except Exception as exc:  # noqa: BLE001 - turned into an OpenAI 500 below
-            err = self._internal(exc, request_id, mode, prep.question)
+            err = self._internal(exc, request_id, mode, request.question)
             self.metrics.observe_error(mode, err.status, err.code)
             return err.response()
         finally:
@@ -142,17 +153,13 @@ class OpenAIServingChat:
     # -- running under a slot, a deadline and the client's presence -------
 
     async def _guarded(
-        self,
-        raw: Request,
-        slot: Slot,
-        deadline: float,
-        work: Callable[[], Awaitable[T]] | None,
-    ) -> T | None:
+        self, raw: Request, slot: Slot, deadline: float, work: Callable[[], Awaitable[T]]
+    ) -> T:
         """Wait for the slot, then run ``work``; cancel it on disconnect or deadline."""
 
-        async def job() -> T | None:
+        async def job() -> T:
             await slot.acquire()
-            return await work() if work is not None else None
+            return await work()
 
         task = asyncio.ensure_future(job())
         watcher = asyncio.ensure_future(wait_for_disconnect(raw))
@@ -174,57 +181,45 @@ class OpenAIServingChat:
             raise ClientDisconnected
         raise errors.timeout(self.server.request_timeout_s)
 
-    def _answer_kwargs(self, req: ChatCompletionRequest, prep: Prepared) -> dict[str, Any]:
-        return {
-            "mode": req.model,
-            "force_type": req.force_type,
-            "top_k": prep.top_k,
-            "seed": req.engine_seed(),
-            "sampling": req.sampling(),
-            "chat": prep.chat,
-        }
-
-    async def _answer(self, req: ChatCompletionRequest, prep: Prepared) -> Result:
+    async def _answer(self, request: Resolved) -> Result:
         try:
-            result = await self.state.rag.answer(prep.question, **self._answer_kwargs(req, prep))
-            result.fallbacks.extend(prep.notes)
-            return result
+            return await self.state.rag.answer(request)
         except ContextLengthError as exc:
             raise context_error(exc) from None
+        except RequestError as exc:
+            raise request_error(exc) from None
         except UserError as exc:
             raise errors.bad_request(str(exc)) from None
 
     # -- streaming ------------------------------------------------------------
 
-    async def _start_stream(
-        self,
-        raw: Request,
-        req: ChatCompletionRequest,
-        prep: Prepared,
-        slot: Slot,
-        deadline: float,
-        request_id: str,
-        started: float,
-    ) -> Response:
-        # Wait for the slot before sending headers, so a timeout or a
-        # disconnect in the queue is still an ordinary status code.
-        try:
-            await self._guarded(raw, slot, deadline, None)
-        except ClientDisconnected:
-            slot.release()
-            self._count_cancel(request_id, req.model)
-            return Response(status_code=CLIENT_CLOSED)
-        except APIError as exc:
-            slot.release()
-            self.metrics.observe_error(req.model, exc.status, exc.code)
-            return exc.response()
-        events = self._stream_events(req, prep, deadline, request_id, started)
-        return SSEResponse(events, on_close=slot.release)
+    async def _queued(
+        self, slot: Slot, deadline: float, started: float, progress: bool
+    ) -> AsyncIterator[ProgressEvent | None]:
+        """While ``slot`` waits: a ``queued`` event each time its place changes (with
+        ``progress``), None when a keep-alive comment is due; a 504 at the deadline."""
+        loop = asyncio.get_running_loop()
+        shown, quiet_since = 0, loop.time()
+        while place := slot.position:
+            if self._closing:
+                raise shutting_down()
+            if progress and place != shown:
+                shown, quiet_since = place, loop.time()
+                elapsed = time.perf_counter() - started
+                yield ProgressEvent(event="queued", elapsed_s=round(elapsed, 3), position=place)
+            elif loop.time() - quiet_since >= self.server.sse_keepalive_s:
+                quiet_since = loop.time()
+                yield None
+            if await slot.wait(min(QUEUE_POLL_S, max(0.0, deadline - loop.time()))):
+                return
+            if loop.time() >= deadline:
+                raise errors.timeout(self.server.request_timeout_s)
 
     async def _stream_events(
         self,
         req: ChatCompletionRequest,
-        prep: Prepared,
+        request: Resolved,
+        slot: Slot,
         deadline: float,
         request_id: str,
         started: float,
@@ -240,21 +235,35 @@ class OpenAIServingChat:
                 **extra,
             ).sse()
 
+        yield chunk(DeltaMessage(role="assistant", content=""))  # headers and a first event now
+        try:
+            async for waiting in self._queued(slot, deadline, started, req.progress_events):
+                if waiting is None:
+                    yield KEEPALIVE
+                else:
+                    yield chunk(DeltaMessage(content=""), typed_rag=waiting)
+        except asyncio.CancelledError:
+            self._count_cancel(request_id, req.model)  # the client left while queued
+            raise
+        except APIError as exc:
+            self.metrics.observe_error(req.model, exc.status, exc.code)
+            yield exc.sse()
+            yield DONE
+            return
         # One task drives the whole answer stream (engine generators stay in
         # one task); this generator only forwards its events, so it can send
         # keep-alive comments while a long plan round runs and stop the work
         # at the deadline or when the client leaves.
-        stream = self.state.rag.answer_stream(
-            prep.question, progress=req.progress_events, **self._answer_kwargs(req, prep)
-        )
+        stream = self.state.rag.answer_stream(request, progress=req.progress_events)
         pump = Pump(stream)
         self._streams.add(pump)
+        if self._closing:  # it left the queue after the drain began
+            pump.fail(shutting_down())
         loop = asyncio.get_running_loop()
         result: Result | None = None
         error: APIError | None = None
         first_token = True
         try:
-            yield chunk(DeltaMessage(role="assistant", content=""))
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -268,7 +277,6 @@ class OpenAIServingChat:
                     break
                 if isinstance(event, Result):
                     result = event
-                    result.fallbacks.extend(prep.notes)
                 elif isinstance(event, Progress):
                     # Empty content, so OpenAI clients that only read delta.content skip it.
                     progress = ProgressEvent.model_validate(event.to_dict())
@@ -296,10 +304,12 @@ class OpenAIServingChat:
             error = exc
         except ContextLengthError as exc:
             error = context_error(exc)
+        except RequestError as exc:
+            error = request_error(exc)
         except UserError as exc:
             error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
-            error = self._internal(exc, request_id, req.model, prep.question)
+            error = self._internal(exc, request_id, req.model, request.question)
         finally:
             self._streams.discard(pump)
             await pump.stop()

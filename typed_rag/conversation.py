@@ -120,11 +120,17 @@ def parse_rewrite(text: str) -> str:
     return question
 
 
+ANSWER_HEADING = "### Answer\n"
+
+
 def with_chat_options(messages: Messages, options: ChatOptions | None) -> Messages:
     """The final generation's messages with the asker's instructions and output form added.
 
     They go at the end of the system message, so the pipeline's own prompt
-    (passages, citations) stays as it is.
+    (passages, citations) stays as it is; the instructions are said again right
+    before the answer (above the user message's closing ``### Answer`` heading),
+    the last thing a small model reads and the place it follows best. Without
+    instructions or a schema the messages are returned unchanged.
     """
     if options is None or (not options.system and options.json_schema is None):
         return messages
@@ -140,4 +146,14 @@ def with_chat_options(messages: Messages, options: ChatOptions | None) -> Messag
         out[0]["content"] = f"{out[0]['content']}\n\n{note}"
     else:
         out.insert(0, {"role": "system", "content": note})
+    if options.system and out[-1]["role"] == "user":
+        out[-1]["content"] = _before_answer(out[-1]["content"], options.system.strip())
     return out
+
+
+def _before_answer(user: str, instructions: str) -> str:
+    """``user`` with the asker's instructions as its last section before the answer."""
+    section = f"### Instructions from the asker (follow them)\n{instructions}\n\n"
+    if user.endswith(ANSWER_HEADING):
+        return user[: -len(ANSWER_HEADING)] + section + ANSWER_HEADING
+    return f"{user.rstrip()}\n\n{section}".rstrip() + "\n"

@@ -21,6 +21,11 @@ class CitedPassage(BaseModel):
     score: float
     rerank_score: float | None = None
     query: str | None = None  # the (sub-)query that retrieved it
+    # A document collection's passage: its file, page (1-based, PDF) and section heading;
+    # None for the Wikipedia default.
+    source: str | None = None
+    page: int | None = None
+    section: str | None = None
 
     @property
     def snippet(self) -> str:
@@ -61,19 +66,17 @@ class Result(BaseModel):
     finish_reason: str = "stop"
     # The cut-off answer was ended at its last complete sentence (method.trim_cut_off).
     trimmed: bool = False
-    # The factoid-route answer was cut to its first sentences (method.factoid_sentences).
-    shortened: bool = False
     # Prompt sections copied into the answer were dropped (method.drop_echo).
     unechoed: bool = False
     # Sentences about "the draft answer" were dropped (method.drop_draft_talk).
     undrafted: bool = False
-    # Sentences about the sources ("This is supported by references [1] and [3].") were
-    # dropped (method.drop_source_talk).
-    unsourced: bool = False
     # Paragraphs copying a shown passage were dropped (method.drop_passage_copies).
     uncopied: bool = False
-    # Sentences said again were dropped (method.drop_repeats).
-    unrepeated: bool = False
+    # Talk about the pipeline ("Perspective 1", "the references provided") was rewritten or
+    # dropped (typed_rag.finishing.scaffolding; every mode, always on). ``scaffolding``
+    # names the kinds found, also for a streamed answer, which keeps them (already sent).
+    unscaffolded: bool = False
+    scaffolding: list[str] = Field(default_factory=list)
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None
@@ -81,9 +84,6 @@ class Result(BaseModel):
     predicted_type: str | None = None  # what the classifier said (may differ if unsure/forced)
     probabilities: dict[str, float] = Field(default_factory=dict)
     type_source: str = "classifier"  # "classifier" | "forced" | "low-confidence-default" | "none"
-    # The type routing chose, when a method option answers it as ``type`` instead
-    # (``method.debate_route``: a DEBATE question answered as REASON).
-    routed_type: str | None = None
     plan: dict[str, Any] = Field(default_factory=dict)
     # Coverage constraints found in the question: core question, include,
     # exclude, and what they dropped from or added to the plan. None: not asked.

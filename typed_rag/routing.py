@@ -1,5 +1,5 @@
 """What happens to a question before its pipeline runs: a follow-up is made standalone,
-its coverage constraints are found, and the type it is answered as is chosen.
+its coverage constraints are found, and its type and pipeline are chosen (:func:`choose`).
 
 Each step changes the context's question for the steps after it, and records
 what it did (or why it fell back) in the trace.
@@ -8,10 +8,11 @@ what it did (or why it fell back) in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from typed_rag.classifier.base import TypePrediction
+from typed_rag.config import Settings
 from typed_rag.constraints import CONSTRAINT_SCHEMA, detection_messages, has_cue, parse_constraints
 from typed_rag.conversation import (
     REWRITE_SCHEMA,
@@ -20,8 +21,8 @@ from typed_rag.conversation import (
     parse_rewrite,
     rewrite_messages,
 )
-from typed_rag.errors import UserError
-from typed_rag.pipelines import Context
+from typed_rag.pipelines import TYPED, Context, Prepare, plain
+from typed_rag.qtree.answering import prepare_outline_guided
 from typed_rag.types import QuestionType
 
 TypeArg = QuestionType | str | None
@@ -29,40 +30,46 @@ TypeArg = QuestionType | str | None
 
 @dataclass
 class Routing:
-    """Which type a question is answered as, and why."""
+    """Which type a question is answered as, why, and the pipeline that answers it."""
 
     type: QuestionType
     source: str  # "forced" | "classifier" | "low-confidence-default" | "none"
     prediction: TypePrediction | None = None
-    routed_from: QuestionType | None = None  # the type chosen, when answered as another
+    pipeline: Prepare = plain.RAG.prepare
 
 
-def answered_as(routing: Routing, debate_route: str) -> Routing:
-    """A DEBATE question goes to REASON's pipeline under ``method.debate_route=reason``."""
-    if routing.type is QuestionType.DEBATE and debate_route == "reason":
-        return replace(routing, type=QuestionType.REASON, routed_from=QuestionType.DEBATE)
+def choose(
+    mode: str,
+    prediction: TypePrediction | None,
+    forced: QuestionType | None,
+    settings: Settings,
+    constrained: bool = False,
+) -> Routing:
+    """The one place a question's pipeline is chosen.
+
+    The type: a forced one wins; an unsure or missing prediction goes to EVIDENCE-BASED
+    (plain RAG). The pipeline: ``llm`` and ``rag`` are the paper's baselines whatever the
+    type; ``typed-rag`` takes the type's pipeline (:data:`~typed_rag.pipelines.TYPED`),
+    or the outline-guided route for a question with coverage constraints under
+    ``constraints.outline``.
+    """
+    if forced is not None:
+        routing = Routing(forced, "forced", prediction)
+    elif prediction is None:
+        routing = Routing(QuestionType.EVIDENCE_BASED, "none")
+    elif not prediction.confident:
+        routing = Routing(QuestionType.EVIDENCE_BASED, "low-confidence-default", prediction)
+    else:
+        routing = Routing(prediction.type, "classifier", prediction)
+    if mode == "llm":
+        routing.pipeline = plain.LLM.prepare
+    elif mode == "rag":
+        routing.pipeline = plain.RAG.prepare
+    elif constrained and settings.constraints.outline:
+        routing.pipeline = prepare_outline_guided
+    else:
+        routing.pipeline = TYPED[routing.type].prepare
     return routing
-
-
-def route(prediction: TypePrediction | None, force_type: TypeArg = None) -> Routing:
-    """Forced type wins; an unsure or missing prediction goes to EVIDENCE-BASED (plain RAG)."""
-    if force_type is not None:
-        return Routing(parse_type(force_type), "forced", prediction)
-    if prediction is None:
-        return Routing(QuestionType.EVIDENCE_BASED, "none")
-    if not prediction.confident:
-        return Routing(QuestionType.EVIDENCE_BASED, "low-confidence-default", prediction)
-    return Routing(prediction.type, "classifier", prediction)
-
-
-def parse_type(value: QuestionType | str) -> QuestionType:
-    """A type or its label in any spelling; :class:`UserError` for an unknown one."""
-    if isinstance(value, QuestionType):
-        return value
-    try:
-        return QuestionType.parse(value)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
 
 
 async def make_standalone(ctx: Context, history: Sequence[Turn]) -> bool:

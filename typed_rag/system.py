@@ -5,19 +5,22 @@ CONTRACT (used by serving/ and eval/); the pipelines implement it:
     rag = TypedRAG(settings, engine=..., retriever=..., reranker=..., classifier=...)
     rag = TypedRAG.from_settings(settings)          # builds every component from settings
     await rag.start(); ...; await rag.close()
-    result: Result = await rag.answer(question, mode=None, force_type=None, top_k=None, seed=None)
-    async for event in rag.answer_stream(question, ...):  # str deltas of the final answer,
-        ...                                             # then exactly one Result, last
-    async for event in rag.answer_stream(question, progress=True):  # also Progress events
-        ...                                             # (type, plan, sub-answers) as they happen
-    results = await rag.answer_many(questions, ...)     # concurrent; engine batches them
+    result: Result = await rag.answer(AnswerRequest(question, mode="rag", top_k=3))
+    result = await rag.answer(question, mode="rag", top_k=3)   # the same request, built here
+    async for event in rag.answer_stream(request):  # str deltas of the final answer,
+        ...                                         # then exactly one Result, last
+    async for event in rag.answer_stream(request, progress=True):  # also Progress events
+        ...                                         # (type, plan, sub-answers) as they happen
+    results = await rag.answer_many(requests)       # concurrent; engine batches them
 
-``mode`` is ``typed-rag``, ``rag`` or ``llm`` (default ``settings.mode``);
-``force_type`` (a :class:`QuestionType` or its label) skips the classifier.
-Bad arguments raise :class:`~typed_rag.errors.UserError`.
+Every entry point takes one :class:`~typed_rag.request.AnswerRequest` (or a question
+and its fields, which build one), resolved once against the settings
+(:meth:`~typed_rag.request.AnswerRequest.resolve`): defaults, checks, and ``top_k``
+fitted to the model's context. Bad requests raise
+:class:`~typed_rag.request.RequestError` (a :class:`~typed_rag.errors.UserError`).
 
-The steps before the pipeline (standalone follow-up, constraints, type) are in
-:mod:`typed_rag.routing`; the citation checks after it in :mod:`typed_rag.finishing.finish`.
+The steps before the pipeline (standalone follow-up, constraints, type and the
+pipeline chosen) are in :mod:`typed_rag.routing`; the citation checks after it in :mod:`typed_rag.finishing.finish`.
 """
 
 from __future__ import annotations
@@ -25,33 +28,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Unpack
 
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
-from typed_rag.config import SamplingSettings, Settings
+from typed_rag.config import Settings
 from typed_rag.constraints import with_instructions
-from typed_rag.conversation import ChatOptions, Turn, with_chat_options
-from typed_rag.engines.base import Engine
+from typed_rag.conversation import Turn, with_chat_options
+from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
 from typed_rag.finishing.finish import finish
-from typed_rag.pipelines import MODES, Context, Final, pipeline_for
+from typed_rag.pipelines import Context, Final
 from typed_rag.progress import Progress, ProgressSink
-from typed_rag.qtree.answering import prepare_outline_guided
+from typed_rag.request import AnswerRequest, RequestFields, Resolved
 from typed_rag.result import Result
 from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_reranking
-from typed_rag.routing import (
-    Routing,
-    TypeArg,
-    answered_as,
-    detect_constraints,
-    make_standalone,
-    parse_type,
-    route,
-)
+from typed_rag.retrieval.collections import WIKI, CollectionRetrievers
+from typed_rag.routing import TypeArg, choose, detect_constraints, make_standalone
 from typed_rag.types import QuestionType
 
 log = logging.getLogger(__name__)
+
+WARM_QUESTION = "Why do leaves change color in autumn?"
+Asked = AnswerRequest | Resolved | str
 
 
 class TypedRAG:
@@ -70,6 +69,8 @@ class TypedRAG:
         self.retriever = retriever
         self.reranker = reranker
         self.classifier = classifier
+        # the document collections that requests name (``collection``), opened on first use
+        self.collections = CollectionRetrievers(settings, reranker)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TypedRAG:
@@ -131,6 +132,12 @@ class TypedRAG:
             await self.engine.prefill(plan_prompt("", opts))
         return len(prompts)
 
+    def retriever_for(self, collection: str | None) -> Retriever | None:
+        """The retriever of a request: its ``collection``'s, or this instance's own."""
+        if collection is None or collection == WIKI:
+            return self.retriever
+        return self.collections.get(collection)
+
     def healthy(self) -> bool:
         return self.engine.healthy()
 
@@ -150,59 +157,47 @@ class TypedRAG:
         threshold = self.settings.classifier.min_confidence
         return await asyncio.to_thread(self.classifier.predict, list(questions), threshold)
 
-    @staticmethod
-    def route(prediction: TypePrediction | None, force_type: TypeArg = None) -> Routing:
-        """Forced type wins; an unsure or missing prediction goes to EVIDENCE-BASED (plain RAG)."""
-        return route(prediction, force_type)
-
     # --- answering ----------------------------------------------------------------
+
+    def resolve(self, question: Asked, **fields: Unpack[RequestFields]) -> Resolved:
+        """``question`` as a resolved request: an :class:`AnswerRequest` is resolved against
+        these settings, a string first becomes one with ``fields``; a resolved request
+        (the server resolves at its edge, before it queues) is used as it is."""
+        if isinstance(question, str):
+            question = AnswerRequest(question, **fields)  # type: ignore[arg-type]
+        elif fields:
+            raise UserError(f"fields given with a built request: {', '.join(sorted(fields))}")
+        if isinstance(question, Resolved):
+            return question
+        return question.resolve(self.settings)
 
     async def answer(
         self,
-        question: str,
-        mode: str | None = None,
-        force_type: TypeArg = None,
-        top_k: int | None = None,
-        seed: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
+        question: Asked,
+        *,
         on_event: ProgressSink | None = None,
-        chat: ChatOptions | None = None,
+        **fields: Unpack[RequestFields],
     ) -> Result:
-        """Answer one question and return the answer with its full trace.
+        """Answer one request and return the answer with its full trace.
 
-        ``sampling`` overrides fields of ``settings.sampling`` for this call
-        (e.g. ``{"temperature": 0.2, "max_tokens": 256}``); ``on_event`` is
-        called with each :class:`Progress` event as it happens; ``chat`` carries the
-        conversation the question is the last message of (see :mod:`typed_rag.conversation`).
+        ``on_event`` is called with each :class:`Progress` event as it happens.
         """
-        ctx, final, start = await self._prepare(
-            question, mode, force_type, top_k, seed, None, sampling, on_event, chat
-        )
+        ctx, final = await self._prepare(self.resolve(question, **fields), on_event)
         ctx.result.answer = (await ctx.run_final(final)).strip()
-        return finish(ctx.result, ctx.settings.method.options(), start)
+        return _finish(ctx)
 
     async def answer_stream(
-        self,
-        question: str,
-        mode: str | None = None,
-        force_type: TypeArg = None,
-        top_k: int | None = None,
-        seed: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
-        progress: bool = False,
-        chat: ChatOptions | None = None,
+        self, question: Asked, *, progress: bool = False, **fields: Unpack[RequestFields]
     ) -> AsyncIterator[str | Progress | Result]:
         """Yield the final answer as text deltas, then the Result (whose answer is their join).
 
         With ``progress``, :class:`Progress` events (type, plan, each sub-answer,
-        answer start) are yielded too, each as soon as it exists, before the deltas;
-        ``chat`` as in :meth:`answer`.
+        answer start) are yielded too, each as soon as it exists, before the deltas.
         """
+        request = self.resolve(question, **fields)
         events: asyncio.Queue[Progress] = asyncio.Queue()
         sink = events.put_nowait if progress else None
-        prepare = asyncio.ensure_future(
-            self._prepare(question, mode, force_type, top_k, seed, None, sampling, sink, chat)
-        )
+        prepare = asyncio.ensure_future(self._prepare(request, sink))
         try:
             while not prepare.done():
                 waiter = asyncio.ensure_future(events.get())
@@ -215,7 +210,7 @@ class TypedRAG:
             if not prepare.done():
                 prepare.cancel()
                 await asyncio.gather(prepare, return_exceptions=True)
-        ctx, final, start = prepare.result()
+        ctx, final = prepare.result()
         parts: list[str] = []
         async for delta in ctx.stream_final(final):
             while not events.empty():
@@ -225,43 +220,35 @@ class TypedRAG:
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
-        yield finish(ctx.result, ctx.settings.method.options(), start, streamed=True)
+        yield _finish(ctx, streamed=True)
 
     async def rewrite(
         self, message: str, history: Sequence[Turn], seed: int | None = None
     ) -> dict[str, Any]:
         """Only the follow-up rewrite of :meth:`answer` (for its evaluation): the
         ``Result.rewrite`` dict, plus the engine calls it made under ``calls``."""
-        message = _check_question(message)
-        result = Result(question=message, mode=self.settings.mode)
-        ctx = Context(
-            question=message,
-            settings=self.settings,
-            engine=self.engine,
-            result=result,
-            seed=self.settings.sampling.seed if seed is None else seed,
-        )
-        await make_standalone(ctx, history)
+        request = self.resolve(message, seed=seed)
+        result = Result(question=request.question, mode=request.mode)
+        await make_standalone(self._context(request, result), history)
         info = dict(result.rewrite or {})
         info["calls"] = [c.model_dump() for c in result.calls]
         return info
 
     async def answer_many(
         self,
-        questions: Sequence[str],
-        mode: str | None = None,
-        force_type: TypeArg | Sequence[TypeArg] = None,
-        top_k: int | None = None,
-        seed: int | None = None,
+        questions: Sequence[Asked],
+        *,
         concurrency: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
+        force_type: TypeArg | Sequence[TypeArg] = None,
+        **fields: Unpack[RequestFields],
     ) -> list[Result]:
-        """Answer many questions concurrently (results in input order).
+        """Answer many requests concurrently (results in input order).
 
         The classifier runs once over the whole batch; up to ``concurrency``
         (default ``settings.engine.max_concurrency``) questions are in flight,
-        so a batching engine sees their requests together. ``force_type`` may
-        be one type for all or one per question.
+        so a batching engine sees their requests together. Question strings are
+        built into requests with ``fields``; ``force_type`` may be one type for all
+        or one per question.
         """
         if isinstance(force_type, QuestionType | str) or force_type is None:
             forced: list[TypeArg] = [force_type] * len(questions)
@@ -271,11 +258,13 @@ class TypedRAG:
                 raise UserError(
                     f"force_type has {len(forced)} entries for {len(questions)} questions"
                 )
-        for q in questions:
-            _check_question(q)
-        needs_classifier = [i for i, f in enumerate(forced) if f is None]
+        requests = [
+            self.resolve(q, **({**fields, "force_type": f} if f is not None else fields))
+            for q, f in zip(questions, forced, strict=True)
+        ]
+        needs_classifier = [i for i, r in enumerate(requests) if r.force_type is None]
         start = time.perf_counter()
-        preds = await self.classify([questions[i] for i in needs_classifier])
+        preds = await self.classify([requests[i].question for i in needs_classifier])
         per_question = (time.perf_counter() - start) / max(1, len(needs_classifier))
         predictions: dict[int, TypePrediction | None] = dict(
             zip(needs_classifier, preds, strict=True)
@@ -285,75 +274,78 @@ class TypedRAG:
         async def one(i: int) -> Result:
             async with limit:
                 pre = (predictions.get(i), per_question if i in predictions else 0.0)
-                ctx, final, t0 = await self._prepare(
-                    questions[i], mode, forced[i], top_k, seed, pre, sampling
-                )
+                ctx, final = await self._prepare(requests[i], None, pre)
                 ctx.result.answer = (await ctx.run_final(final)).strip()
-                return finish(ctx.result, ctx.settings.method.options(), t0)
+                return _finish(ctx)
 
-        return list(await asyncio.gather(*(one(i) for i in range(len(questions)))))
+        return list(await asyncio.gather(*(one(i) for i in range(len(requests)))))
+
+    async def warm_up(self) -> float:
+        """One internal request through every component (classifier, retrieval with its
+        encoders and reranker, engine): the first user pays no loading. Returns seconds."""
+        start = time.perf_counter()
+        await self.classify([WARM_QUESTION])
+        if self.retriever is not None:
+            k = self.settings.retrieval.top_k
+            (hits,) = await asyncio.to_thread(self.retriever.search, [WARM_QUESTION], k)
+            if self.reranker is not None and hits:
+                await asyncio.to_thread(self.reranker.rerank, WARM_QUESTION, hits, k)
+        warm = ChatRequest(messages=[{"role": "user", "content": WARM_QUESTION}], max_tokens=1)
+        await self.engine.generate([warm])
+        return time.perf_counter() - start
 
     # --- internals ----------------------------------------------------------------
 
-    async def _prepare(
-        self,
-        question: str,
-        mode: str | None,
-        force_type: TypeArg,
-        top_k: int | None,
-        seed: int | None,
-        classified: tuple[TypePrediction | None, float] | None,
-        sampling: Mapping[str, Any] | None = None,
-        on_event: ProgressSink | None = None,
-        chat: ChatOptions | None = None,
-    ) -> tuple[Context, Final, float]:
-        start = time.perf_counter()
-        question = _check_question(question)
-        mode = mode or self.settings.mode
-        if mode not in MODES:
-            raise UserError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
-        if top_k is not None and top_k < 1:
-            raise UserError(f"top_k must be at least 1, got {top_k}")
-        if force_type is not None:
-            parse_type(force_type)  # validate before any work
-
-        result = Result(question=question, mode=mode)
-        result.timings = {stage: 0.0 for stage in ("classify", "plan", "retrieve", "rerank")}
-        result.timings.update(sub_answers=0.0, generate=0.0)
-        ctx = Context(
-            question=question,
+    def _context(
+        self, request: Resolved, result: Result, on_event: ProgressSink | None = None
+    ) -> Context:
+        chat = request.asked.chat
+        return Context(
+            question=request.question,
             settings=self.settings,
             engine=self.engine,
             result=result,
-            retriever=self.retriever,
+            top_k=request.top_k,
+            seed=request.seed,
+            retriever=self.retriever_for(request.asked.collection),
             reranker=self.reranker,
-            top_k=top_k or self.settings.retrieval.top_k,
-            seed=self.settings.sampling.seed if seed is None else seed,
-            sampling=_sampling(self.settings.sampling, sampling),
+            sampling=request.sampling,
+            priority=1 if request.short else 0,
             on_event=on_event,
-            started=start,
+            stop=list(chat.stop) or None,
+            output_schema=chat.json_schema,
         )
-        if chat is not None:
-            ctx.stop = list(chat.stop) or None
-            ctx.output_schema = chat.json_schema
-            if chat.history and await make_standalone(ctx, chat.history):
-                classified = None  # classify the standalone question
+
+    async def _prepare(
+        self,
+        request: Resolved,
+        on_event: ProgressSink | None = None,
+        classified: tuple[TypePrediction | None, float] | None = None,
+    ) -> tuple[Context, Final]:
+        """Everything before the final generation: routing, then the chosen pipeline."""
+        mode, chat = request.mode, request.asked.chat
+        result = Result(question=request.question, mode=mode)
+        result.timings = dict.fromkeys(("classify", "plan", "retrieve", "rerank"), 0.0)
+        result.timings |= {"sub_answers": 0.0, "generate": 0.0}
+        result.fallbacks.extend(request.notes)
+        ctx = self._context(request, result, on_event)
+        if chat.history and await make_standalone(ctx, chat.history):
+            classified = None  # classify the standalone question
         if mode == "typed-rag" and await detect_constraints(ctx):
             classified = None  # classify the core question, without the instruction
         if classified is not None:
             prediction, result.timings["classify"] = classified
-        elif force_type is None:
+        elif request.force_type is None:
             t0 = time.perf_counter()
             (prediction,) = await self.classify([ctx.question])
             result.timings["classify"] = time.perf_counter() - t0
         else:
             prediction = None
-        routing = self.route(prediction, force_type)
-        if mode == "typed-rag":
-            routing = answered_as(routing, self.settings.method.options().debate_route)
+        routing = choose(
+            mode, prediction, request.force_type, self.settings, ctx.constraints is not None
+        )
         result.type = routing.type.value
         result.type_source = routing.source
-        result.routed_type = routing.routed_from.value if routing.routed_from else None
         if routing.prediction is not None:
             result.predicted_type = routing.prediction.type.value
             result.probabilities = dict(routing.prediction.probabilities)
@@ -362,7 +354,6 @@ class TypedRAG:
             mode=mode,
             type=result.type,
             type_source=result.type_source,
-            routed_type=result.routed_type,
             predicted_type=result.predicted_type,
             probabilities=result.probabilities,
         )
@@ -372,10 +363,7 @@ class TypedRAG:
         if mode != "llm" and self.retriever is None:
             ctx.fallback(f"{mode}: no retriever configured -> answered without passages")
         try:
-            prepare = pipeline_for(mode, routing.type, self.settings.augment.types)
-            if ctx.constraints is not None and self.settings.constraints.outline:
-                prepare = prepare_outline_guided
-            final = await prepare(ctx)
+            final = await routing.pipeline(ctx)
         except UserError:
             raise
         except Exception:
@@ -384,30 +372,16 @@ class TypedRAG:
                 mode,
                 routing.type.value,
                 ctx.rounds,
-                question[:200],
+                request.question[:200],
             )
             raise
         final.messages = with_chat_options(with_instructions(final.messages, ctx.constraints), chat)
-        return ctx, final, start
+        return ctx, final
 
 
-def _sampling(
-    base: SamplingSettings, override: Mapping[str, Any] | None
-) -> SamplingSettings | None:
-    """``base`` with the non-None fields of ``override``; None when there is nothing to change."""
-    update = {k: v for k, v in (override or {}).items() if v is not None}
-    if not update:
-        return None
-    unknown = sorted(set(update) - set(SamplingSettings.model_fields))
-    if unknown:
-        raise UserError(f"unknown sampling field(s): {', '.join(unknown)}")
-    try:
-        return SamplingSettings.model_validate({**base.model_dump(), **update})
-    except ValueError as exc:
-        raise UserError(f"invalid sampling override: {exc}") from None
-
-
-def _check_question(question: str) -> str:
-    if not isinstance(question, str) or not question.strip():
-        raise UserError("question is empty")
-    return question.strip()
+def _finish(ctx: Context, streamed: bool = False) -> Result:
+    """The answer's last steps (:func:`finish`), timed as ``finish``."""
+    start = time.perf_counter()
+    result = finish(ctx.result, ctx.settings.method.options(), ctx.started, streamed=streamed)
+    result.timings["finish"] = time.perf_counter() - start
+    return result

@@ -31,8 +31,7 @@ def badge_html(info: dict[str, Any] | None) -> str:
     """The detected question type with its probability, coloured by type."""
     if not info:
         return EMPTY_BADGE
-    # The type routing chose; a method option may answer it with another type's pipeline.
-    qtype = info.get("routed_type") or info.get("type")
+    qtype = info.get("type")
     mode = info.get("mode", "")
     if not qtype:
         label = MODE_NOTES.get(mode, "no type")
@@ -55,9 +54,6 @@ def badge_html(info: dict[str, Any] | None) -> str:
         note = f"classifier unsure ({html.escape(guess)}), answered as plain RAG"
     elif source == "none":
         note = "no classifier: answered as plain RAG"
-    if info.get("routed_type") and mode not in MODE_NOTES:
-        answered = f"answered by the {html.escape(str(info.get('type')))} pipeline"
-        note = f"{note}; {answered}" if note else answered
     note_html = f' <span class="tr-badge-note">{note}</span>' if note else ""
     return (
         f'<span class="tr-badge" data-type="{html.escape(qtype)}" '
@@ -150,7 +146,6 @@ def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
             "mode",
             "type",
             "type_source",
-            "routed_type",
             "predicted_type",
             "probabilities",
         ):
@@ -162,6 +157,8 @@ def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
         info.setdefault("sub_answers", []).append(event)
     elif kind == "fallback":
         info.setdefault("fallbacks", []).append(event.get("note", ""))
+    elif kind == "queued":
+        info["queue_position"] = event.get("position")
     info["stage"] = kind
     return info
 
@@ -195,7 +192,9 @@ def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
         done.append(f"- ✓ *{html.escape(str(head))}*: {html.escape(text)}")
     if done:
         blocks.append("\n".join(done))
-    if answering or stage == "answer" or (total and len(subs) >= total):
+    if stage == "queued":
+        blocks.append(f"_Waiting for the server: place {info.get('queue_position')} in the queue…_")
+    elif answering or stage == "answer" or (total and len(subs) >= total):
         blocks.append("_Writing the answer…_")
     elif stage == "type":
         blocks.append("_Planning…_" if info.get("mode") == "typed-rag" else "_Retrieving…_")

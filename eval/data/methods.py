@@ -39,7 +39,7 @@ def parse_methods(value: str | Sequence[str]) -> list[str]:
 
 
 def mode_of(method: str) -> str:
-    """The answering mode of an evaluated method (``typed-rag@improved`` -> ``typed-rag``)."""
+    """The answering mode of an evaluated method (``typed-rag@paper`` -> ``typed-rag``)."""
     return method.split("@", 1)[0]
 
 

@@ -25,6 +25,7 @@ from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
 from typed_rag import engines, system
 from typed_rag.config import Settings
+from typed_rag.errors import UserError
 from typed_rag.store import JsonlStore
 
 log = logging.getLogger(__name__)
@@ -254,6 +255,11 @@ def run_validity(
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)
     picked = pick_questions(records, questions, seed, settings.eval.reference_seed)
+    if not picked:
+        raise UserError(
+            "no question has graded answers beyond its LINKAGE references: judge validity "
+            "needs a spare grade-3 answer and a spare answer of another grade per question"
+        )
     pool = asyncio.run(generate_pool(settings, picked[:pool_size], out, progress))
     candidates = build_candidates(
         picked, pool, labels, seed, settings.eval.reference_seed, appended=appended

@@ -23,8 +23,17 @@ from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.store import read_jsonl
 
-# Fingerprint entries two runs must share for their verdicts to be compared.
-SHARED = ("scorer", "scorer_sampling", "judge", "reference_seed", "paper_off_by_one", "top_k")
+# Fingerprint entries two runs must share for their verdicts to be compared ("data": the
+# graded file of an `eval run --data` run, absent for Wiki-NFQA: same references).
+SHARED = (
+    "scorer",
+    "scorer_sampling",
+    "judge",
+    "reference_seed",
+    "paper_off_by_one",
+    "top_k",
+    "data",
+)
 
 
 def parse_pool(text: str) -> tuple[list[Path], str]:

@@ -53,9 +53,11 @@ def render_markdown(rep: dict[str, Any], figure: Path | None) -> str:
         if rep["paper_off_by_one"]
         else "original LINKAGE ([[n+1]] = worse than all)"
     )
+    data = rep.get("data")  # a graded file's run (eval run --data)
     out = [
-        "# Wiki-NFQA evaluation",
+        f"# Evaluation on `{Path(data['path']).name}`" if data else "# Wiki-NFQA evaluation",
         "",
+        *([f"- Data: `{data['path']}` (sha256 `{data['sha256']}`)"] if data else []),
         f"- Generator: `{gen.get('backend')}:{gen.get('model')}`",
         f"- Scorer: `{scorer_label}` (scores from different scorers are not comparable)",
         f"- LINKAGE: {variant}; reference seed {rep['reference_seed']}; "

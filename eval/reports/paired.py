@@ -26,6 +26,7 @@ from eval.reports.linkage_metrics import (
     percentile_rank,
     reciprocal_rank,
 )
+from typed_rag.config import REPO_ROOT
 from typed_rag.finishing.citations import check_citations
 from typed_rag.types import TYPED_TYPES
 
@@ -35,8 +36,6 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("rag", "llm"),
     ("typed-rag", "typed-rag@paper"),
     ("typed-rag@paper", "rag"),
-    ("typed-rag@improved", "typed-rag@paper"),
-    ("typed-rag@improved", "rag"),
 )
 TYPED = "typed"
 ALL = "all"
@@ -177,7 +176,7 @@ def gold_test(aliases: Mapping[str, Sequence[str]]) -> Callable[[Mapping[str, An
 
 # ---------------------------------------------------------------- judge validity and markdown
 
-JUDGE_SUMMARY = Path(__file__).resolve().parent.parent / "results" / "judge" / "summary.json"
+JUDGE_SUMMARY = REPO_ROOT / "results" / "judge" / "summary.json"
 
 
 def judge_validity_row(

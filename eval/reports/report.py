@@ -136,16 +136,21 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
         "failures": failures,
         "cost": _cost(answers, scores, coverage, methods),
         "paired": paired_scores(scores, methods, unparsed, *boot),
-        "gold": paired_shares(answers, methods, gold_test(_gold(settings)), *boot),
+        "gold": paired_shares(answers, methods, gold_test(_gold(settings, manifest)), *boot),
         "citations": paired_shares(answers, retrieving, cites_shown_passage, *boot),
         "type_counts": type_counts(load_labels(labels_file)) if labels_file.exists() else {},
         "judge_validity": judge_validity_row(manifest),
         "coverage": _coverage(coverage, methods, settings) if coverage else None,
+        # a graded file's run names its file (a Wiki-NFQA report stays as it was)
+        **({"data": manifest["data"]} if manifest.get("data") else {}),
     }
 
 
-def _gold(settings: Settings) -> dict[str, list[str]]:
-    """question id -> normalised gold short answers (empty when the data is not there)."""
+def _gold(settings: Settings, manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """question id -> normalised gold short answers (empty when the data is not there, or
+    the run's questions came from a graded file, which has no short answers)."""
+    if manifest.get("data"):
+        return {}
     try:
         return gold_by_question(settings.eval.data_dir)
     except UserError:

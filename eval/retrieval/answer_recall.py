@@ -79,3 +79,22 @@ def grouped_recall(
         rs = [ranks[i] for i in idx]
         out[name] = {"n": len(rs), "recall": recall_at(rs, ks)}
     return out
+
+
+def hits_table(
+    records: Sequence[Any], ranks: Sequence[int | None], ks: Sequence[int] = KS
+) -> dict[str, dict[str, float | int]]:
+    """Per subset of ``records`` and over ``all``: ``n``, ``hits@k`` and ``R@k`` at each k."""
+    table: dict[str, dict[str, float | int]] = {}
+    groups: dict[str, list[int | None]] = {}
+    for rec, rank in zip(records, ranks, strict=True):
+        groups.setdefault(rec.subset, []).append(rank)
+        groups.setdefault("all", []).append(rank)
+    for name, rs in groups.items():
+        row: dict[str, float | int] = {"n": len(rs)}
+        for k in ks:
+            hits = sum(1 for r in rs if r is not None and r <= k)
+            row[f"hits@{k}"] = hits
+            row[f"R@{k}"] = round(hits / len(rs), 4)
+        table[name] = row
+    return table

@@ -13,30 +13,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eval.judging.view import JudgeView
 from eval.data.labels import QuestionLabel, type_of
-from eval.judging.linkage import LinkageItem, LinkageScorer, build_references
-from eval.judging.linkage_prob import LinkageProbScorer
 from eval.data.methods import answerer_for, mode_of
-from eval.runs.resume import error_row, run_key
 from eval.data.routes import CLASSIFIED, label_route
 from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import LinkageItem, LinkageScorer, build_references
+from eval.judging.linkage_prob import LinkageProbScorer
+from eval.judging.view import JudgeView
+from eval.runs.resume import error_row, run_key
+from typed_rag.request import AnswerRequest
 
 log = logging.getLogger("eval.runs.runner")  # named as before the split, so log lines read the same
 
 
 class Answerer(Protocol):
-    """What the runner needs of :class:`typed_rag.system.TypedRAG`."""
+    """What the runner needs of :class:`typed_rag.system.TypedRAG`: it answers the
+    same :class:`~typed_rag.request.AnswerRequest` the server and ``typed-rag ask`` build."""
 
-    async def answer(self, question: str, mode: str | None = None, **kwargs: Any) -> Any: ...
+    async def answer(self, question: AnswerRequest) -> Any: ...
 
-    async def answer_many(
-        self,
-        questions: Sequence[str],
-        mode: str | None = None,
-        force_type: Any = None,
-        **kwargs: Any,
-    ) -> list[Any]: ...
+    async def answer_many(self, questions: Sequence[AnswerRequest]) -> list[Any]: ...
 
     async def classify(self, questions: Sequence[str]) -> list[Any]: ...
 
@@ -109,11 +105,11 @@ async def answer_each(
     errors: list[dict[str, Any]] = []
     forced = list(force_types) if force_types is not None else [None] * len(questions)
     try:
-        results: list[Any | None] = list(
-            await answerer.answer_many(
-                list(questions), mode=mode, force_type=forced if force_types else None
-            )
-        )
+        requests = [
+            AnswerRequest(q, mode=mode, force_type=f)
+            for q, f in zip(questions, forced, strict=True)
+        ]
+        results: list[Any | None] = list(await answerer.answer_many(requests))
         if len(results) != len(questions):
             raise RuntimeError(f"answer_many returned {len(results)} results for {len(questions)}")
     except Exception as exc:
@@ -121,7 +117,8 @@ async def answer_each(
         results = []
         for question, qid, ftype in zip(questions, ids, forced, strict=True):
             try:
-                results.append(await answerer.answer(question, mode=mode, force_type=ftype))
+                request = AnswerRequest(question, mode=mode, force_type=ftype)
+                results.append(await answerer.answer(request))
             except Exception as one_exc:
                 log.error("answer failed for %s (%s): %s", qid, log_label or tag, one_exc)
                 errors.append(error_row("answer", tag, qid, one_exc))

@@ -20,7 +20,7 @@ from eval.judging.view import JudgeView
 from eval.retrieval.spec import settings_spec
 from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
-from typed_rag.method_settings import MethodOptions
+from typed_rag.method_settings import RETIRED_OPTIONS, MethodOptions
 
 MANIFEST = "run.json"
 # Fingerprint entries written only when they differ from the paper's setting.
@@ -113,6 +113,18 @@ def filled(value: Any, default: Any) -> Any:
     return value
 
 
+def without_retired(fp: dict[str, Any]) -> dict[str, Any]:
+    """``fp`` without the method options that left the code, where it recorded them at the
+    value today's code always has (a run made with one on differs, and says so)."""
+    method = fp.get("method")
+    if not isinstance(method, dict):
+        return fp
+    kept = {
+        k: v for k, v in method.items() if not (k in RETIRED_OPTIONS and v == RETIRED_OPTIONS[k])
+    }
+    return {**fp, "method": kept}
+
+
 def _diff(old: Any, new: Any, path: str = "") -> list[str]:
     """Differences between two fingerprints, one ``path: old -> new`` line per setting."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -132,11 +144,19 @@ def write_manifest(
     subsets: list[str],
     question_ids: list[str],
     options: dict[str, Any],
+    data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Create ``run.json`` or, when resuming, check it matches and record this invocation."""
+    """Create ``run.json`` or, when resuming, check it matches and record this invocation.
+
+    ``data`` (``{path, sha256}``) names a graded file the questions came from instead of
+    Wiki-NFQA: its hash joins the fingerprint (other references, other scores), and a
+    Wiki-NFQA run, which has none, keeps its manifest and fingerprint as they were.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST
     fp = fingerprint(settings, scorer)
+    if data is not None:
+        fp["data"] = {"sha256": data["sha256"]}
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     invocation = {
         "at": now,
@@ -160,7 +180,8 @@ def write_manifest(
         }
         # A method option added after the run was made stood at the paper's value in it.
         added["method"] = MethodOptions().model_dump(mode="json")
-        diffs = _diff(filled(manifest.get("fingerprint", {}), added), filled(fp, added))
+        old_fp = without_retired(manifest.get("fingerprint", {}))
+        diffs = _diff(filled(old_fp, added), filled(fp, added))
         judge_only = all(d.startswith(JUDGE_KEYS) for d in diffs)
         if diffs and judge_only and not _has_scores(run_dir):
             # Nothing judged yet: the answers do not depend on the judge, so it may change.
@@ -200,6 +221,8 @@ def write_manifest(
             "scorer_settings": scorer.model_dump(mode="json"),
             "invocations": [invocation],
         }
+    if data is not None:
+        manifest["data"] = data
     manifest["question_ids"] = sorted(set(manifest.get("question_ids", [])) | set(question_ids))
     save_manifest(run_dir, manifest)
     return manifest

@@ -59,7 +59,7 @@ def test_extract_cuts_a_long_sentence() -> None:
 
 def test_fast_is_the_default_profile() -> None:
     fast = load_settings(None).method.options()
-    assert fast.sub_answers == "extract" and not fast.grounded_aggregation
+    assert fast.sub_answers == "extract" and fast.drop_uninformative
     assert fast.require_citations and fast.max_sub_queries == 3
     paper = load_settings(None, **{"method.profile": "paper"}).method.options()
     assert paper.sub_answers == "generate"

@@ -70,14 +70,6 @@ def test_aggregator_and_mediator_see_every_pair() -> None:
     assert "Response 1" in med and "### Responses" in med
 
 
-def test_mediator_can_name_the_perspectives_instead_of_numbering_them() -> None:
-    """``method.mediator_labels=perspectives``: no "Response 1" label for the answer to copy."""
-    pairs = [("pro", "good"), ("con", "bad")]
-    med = mediator_messages("Q?", "nuclear", pairs, labels="perspectives")[1]["content"]
-    assert '### Perspectives\n- pro: "good"\n- con: "bad"' in med
-    assert "Response" not in med.split("### Perspectives")[1]
-
-
 def test_cited_numbers_in_order_of_first_use() -> None:
     assert cited_numbers("a [2] b [1][2] c [10]") == [2, 1, 10]
     assert cited_numbers("no citations") == []

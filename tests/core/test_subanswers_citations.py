@@ -9,7 +9,6 @@ from typed_rag.finishing.citations import (
     check_citations,
     citation_share,
     cited_sentences,
-    specifics,
     strip_invalid,
 )
 from typed_rag.finishing.subanswers import anchor, body, uninformative
@@ -359,33 +358,3 @@ def test_without_citations_removes_every_group_and_the_space_before_punctuation(
 
     answer = "Tea is good [1]. Coffee [2, 3], milk [4]; water. [5]\n1. Step [6]"
     assert without_citations(answer) == "Tea is good. Coffee, milk; water.\n1. Step"
-
-
-def test_specifics_are_the_numbers_and_the_names_after_the_first_word() -> None:
-    sentence = "In 1941, Rudolf Hess flew to Scotland with 2,500 maps [3]. The Nazi party objected."
-    assert specifics(sentence) == {"1941", "rudolf", "hess", "scotland", "2500", "nazi"}
-    # A capitalised first word, a capitalised stop word and a one-letter word are no names.
-    assert specifics("Bread rises. When It bakes, A crust forms") == set()
-
-
-def test_check_specifics_refuses_a_passage_that_names_another_year_or_person() -> None:
-    passages = [
-        CitedPassage(
-            citation=1,
-            id="h",
-            title="Rudolf Hess",
-            score=1.0,
-            text="In May 1941 Hess flew alone to Scotland, hoping to negotiate peace with Britain.",
-        )
-    ]
-    right = "In 1941 Hess flew to Scotland to negotiate peace with Britain."
-    wrong_year = "In 1943 Hess flew to Scotland to negotiate peace with Britain."
-    wrong_name = "In 1941 Hess flew to Scotland with Goebbels to negotiate peace."
-    for sentence in (right, wrong_year, wrong_name):
-        assert attach_citations(sentence, passages, 0.7).added == [1]  # words alone: all cite
-    assert attach_citations(right, passages, 0.7, check_specifics=True).added == [1]
-    for sentence in (wrong_year, wrong_name):
-        checked = attach_citations(f"{sentence[:-1]} [1].", passages, 0.7, check_specifics=True)
-        assert checked.answer == sentence and checked.dropped == [1]
-        # ... nor is it the floor's match for an answer otherwise citing nothing.
-        assert attach_citations(sentence, passages, 0.9, 0.4, check_specifics=True).added == []

@@ -146,20 +146,20 @@ def test_ask_json_and_flags(cli_rag, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["passages"] == []
 
 
-def test_ask_shows_the_routed_type_and_the_pipeline_that_answered(capsys) -> None:
+def test_ask_shows_the_type_answered_and_what_the_classifier_said(capsys) -> None:
     from cli.ask import print_result
 
-    routed = Result(
+    forced = Result(
         question=Q,
         mode="typed-rag",
         type="REASON",
-        routed_type="DEBATE",
+        type_source="forced",
         predicted_type="DEBATE",
         probabilities={"DEBATE": 0.81, "REASON": 0.1},
     )
-    print_result(routed)
+    print_result(forced)
     line = capsys.readouterr().out.splitlines()[1]
-    assert line == "type: DEBATE (p=0.81, classifier, answered by the REASON pipeline)"
+    assert line == "type: REASON (p=0.10, forced, classifier said DEBATE)"
 
 
 def test_ask_bad_type_is_a_clear_error(cli_rag, capsys) -> None:
@@ -200,7 +200,7 @@ async def test_sampling_override_rejects_unknown_and_invalid_fields(make_rag) ->
         await rag.answer(Q, force_type="factoid", sampling={"max_tokens": "many"})
 
 
-def test_ask_output_shows_constraints_and_core_sub_questions() -> None:
+def test_ask_output_shows_constraints() -> None:
     import io
 
     from cli.ask import print_result
@@ -216,11 +216,9 @@ def test_ask_output_shows_constraints_and_core_sub_questions() -> None:
             "include": [],
             "exclude": ["trends"],
         },
-        plan={"core_sub_questions": ["what is AI"], "augmented": True},
     )
     out = io.StringIO()
     print_result(result, out)
     text = out.getvalue()
     assert "constraints: core question: Explain AI.\n  leave out: trends\n" in text
     assert "include:" not in text
-    assert "plan: core sub-questions (augmented retrieval):\n  1. what is AI\n" in text

@@ -14,6 +14,7 @@ import pytest
 from eval.data.wikinfqa import FILE_NAME
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.engines.base import ChatRequest
+from typed_rag.request import AnswerRequest
 from typed_rag.result import CitedPassage, LLMCall, Result
 from typed_rag.types import LABELS, QuestionType
 
@@ -150,13 +151,19 @@ class StandInAnswerer:
         )
 
     async def answer(
-        self, question: str, mode: str | None = None, force_type: str | None = None, **_: Any
+        self,
+        question: AnswerRequest | str,
+        mode: str | None = None,
+        force_type: str | None = None,
+        **_: Any,
     ) -> Result:
+        if isinstance(question, AnswerRequest):
+            question, mode, force_type = question.question, question.mode, question.force_type
         return self._one(question, mode or "typed-rag", force_type)
 
     async def answer_many(
         self,
-        questions: Sequence[str],
+        questions: Sequence[AnswerRequest | str],
         mode: str | None = None,
         force_type: Sequence[str | None] | None = None,
         **_: Any,
@@ -164,7 +171,8 @@ class StandInAnswerer:
         self.batches.append(len(questions))
         forced = list(force_type) if force_type else [None] * len(questions)
         return [
-            self._one(q, mode or "typed-rag", f) for q, f in zip(questions, forced, strict=True)
+            await self.answer(q, mode=mode, force_type=f)
+            for q, f in zip(questions, forced, strict=True)
         ]
 
 

@@ -54,6 +54,7 @@ from typed_rag.config import Settings, load_settings
 from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
+from typed_rag.request import AnswerRequest
 from typed_rag.result import LLMCall, Result
 from typed_rag.system import TypedRAG
 from typed_rag.types import QuestionType
@@ -426,12 +427,12 @@ class ArmStandIn:
             timings={"total": 2.0 if on else 1.0},
         )
 
-    async def answer(self, question: str, mode: str | None = None, **_: Any) -> TracedResult:
-        return self._one(question)
+    async def answer(self, question: AnswerRequest) -> TracedResult:
+        return self._one(question.question)
 
-    async def answer_many(self, questions: Sequence[str], mode: str | None = None, **_: Any):
-        assert mode == "typed-rag"
-        return [self._one(q) for q in questions]
+    async def answer_many(self, questions: Sequence[AnswerRequest]):
+        assert all(q.mode == "typed-rag" for q in questions)
+        return [self._one(q.question) for q in questions]
 
 
 class StandInAnswerers:

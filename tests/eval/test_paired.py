@@ -121,7 +121,7 @@ def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
 
     kw = dict(methods=["typed-rag"], subsets=["nq"], question_ids=["q1"], options={})
     paper = load_settings(None)
-    improved = load_settings(None, **{"method.profile": "improved"})
+    improved = load_settings(None, **{"method.profile": "paper"})
     write_manifest(tmp_path / "run", paper, paper, **kw)
     write_manifest(tmp_path / "run", paper, paper, **kw)
     with pytest.raises(UserError, match="method"):

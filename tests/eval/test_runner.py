@@ -276,27 +276,26 @@ async def test_route_labels_classifier_follows_the_confident_classifier_over_the
     assert all(r["type"] == "DEBATE" for r in rows.values())
 
 
-METHODS_RUN = "rag,typed-rag,typed-rag@paper,typed-rag@improved"
+METHODS_RUN = "rag,typed-rag,typed-rag@paper"
 
 
 async def test_a_method_variant_is_typed_rag_with_its_profile_on_the_same_questions(
     eval_settings: Settings, tmp_path: Path
 ) -> None:
-    """``typed-rag@improved`` answers in typed-rag mode, routed by the recorded labels, with
-    the improved method profile, and is paired with the paper's profile and rag in the
-    report; the default profile (typed-rag) is paired with the paper's too."""
+    """``typed-rag@paper`` answers in typed-rag mode, routed by the recorded labels, with
+    the paper's method profile, and is paired with rag in the report; the default profile
+    (typed-rag) is paired with the paper's too."""
     records = load_wikinfqa(eval_settings.eval.data_dir, "nq").records
     runner, _ = labelled_runner(eval_settings, tmp_path / "run", records, ["REASON"] * len(records))
     await runner.run(records, parse_methods(METHODS_RUN))
-    rows = [r for r in lines(tmp_path / "run" / ANSWERS) if r["method"] == "typed-rag@improved"]
+    rows = [r for r in lines(tmp_path / "run" / ANSWERS) if r["method"] == "typed-rag@paper"]
     assert len(rows) == len(records)
-    assert all(r["answer"].startswith("typed-rag@improved answer") for r in rows)
+    assert all(r["answer"].startswith("typed-rag@paper answer") for r in rows)
     assert all(r["route"] == "REASON" and r["type_source"] == "forced" for r in rows)
     paired = paired_scores(lines(tmp_path / "run" / SCORES), parse_methods(METHODS_RUN))
     pairs = {(r["a"], r["b"]) for r in paired["rows"]}
     assert {
-        ("typed-rag@improved", "typed-rag@paper"),
-        ("typed-rag@improved", "rag"),
+        ("typed-rag@paper", "rag"),
         ("typed-rag", "typed-rag@paper"),
     } <= pairs
 

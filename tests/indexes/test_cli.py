@@ -50,7 +50,8 @@ def test_retrieve_json(tmp_path: Path, tiny_corpus: Path, capsys: pytest.Capture
     passages = payload["passages"]
     assert [p["rank"] for p in passages] == list(range(1, len(passages) + 1))
     assert {p["id"] for p in passages[:2]} == {"p7", "p8"}
-    assert set(passages[0]) == {"rank", "score", "id", "title", "text"}
+    assert set(passages[0]) == {"rank", "score", "id", "title", "text", "source", "page", "section"}
+    assert (passages[0]["source"], passages[0]["page"], passages[0]["section"]) == (None,) * 3
 
 
 def test_build_options_and_custom_out(

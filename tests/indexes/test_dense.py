@@ -259,7 +259,7 @@ def _kind(s: Settings, kind: str):  # noqa: ANN202
 def test_dtype_check_times_both_dtypes_and_compares_their_rankings(built: Settings) -> None:
     """The benchmark's bfloat16-vs-float32 check on a built index: alternating rounds, a
     median speed per dtype, and rankings that agree (the tiny corpus has 16 passages)."""
-    from benchmarks.hybrid_bench import dtype_check
+    from eval.retrieval.dtype_agreement import dtype_check
 
     queries = [PARAPHRASE, "how do vaccines train the immune system", "what is the capital"]
     out = dtype_check(built, built.index_dir, queries, n=16, seed=0, rounds=2)

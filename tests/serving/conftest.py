@@ -185,6 +185,9 @@ def server_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "home": str(tmp_path / "home"),
         "engine.backend": "fake",
         "server.ui": False,
+        # Off here: the warm-up request would show in the engines and retrievers tests
+        # watch (tests/serving/test_scheduling.py turns it on).
+        "server.warm_up": False,
     }
     values.update(overrides)
     return load_settings(None, **values)

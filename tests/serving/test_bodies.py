@@ -30,7 +30,8 @@ def engine() -> ProbeEngine:
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory, engine: ProbeEngine) -> Iterator[LiveServer]:
-    settings = server_settings(tmp_path_factory.mktemp("bodies"))
+    # top_k up to 100, so that fitting to the context (not the top_k bound) is what acts
+    settings = server_settings(tmp_path_factory.mktemp("bodies"), **{"server.max_top_k": 100})
     with live_server(settings, make_rag(settings, engine)) as server:
         yield server
 
@@ -134,7 +135,7 @@ def test_top_k_beyond_the_context_is_fitted_before_any_engine_call(
 
 def test_fitting_uses_the_retriever_depth_it_computed(tmp_path: Path) -> None:
     engine = ProbeEngine()
-    settings = server_settings(tmp_path)
+    settings = server_settings(tmp_path, **{"server.max_top_k": 100})
     rag = make_rag(settings, engine)
     seen: list[int] = []
     search = rag.retriever.search

@@ -62,12 +62,6 @@ def test_badge_explains_low_confidence_and_forced() -> None:
     assert "forced" in badge_html(dict(INFO, type_source="forced"))
     assert "no classifier" in badge_html(dict(INFO, type="EVIDENCE-BASED", type_source="none"))
     assert "LLM only" in badge_html({"mode": "llm", "type": None})
-    # A DEBATE question answered by REASON's pipeline (method.debate_route) shows as DEBATE.
-    routed = badge_html(
-        dict(INFO, type="REASON", routed_type="DEBATE", probabilities={"DEBATE": 0.7})
-    )
-    assert 'data-type="DEBATE"' in routed and "70%" in routed
-    assert "answered by the REASON pipeline" in routed
 
 
 def test_plan_lists_sub_queries_sub_answers_and_fallbacks() -> None:

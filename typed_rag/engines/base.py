@@ -36,6 +36,9 @@ class ChatRequest:
     seed: int | None = None
     stop: list[str] | None = None
     json_schema: dict[str, Any] | None = None
+    # Engines that queue requests run a higher priority first (a short request is 1), so
+    # a short question never waits behind the rounds of long ones; no effect on the text.
+    priority: int = 0
 
 
 @dataclass

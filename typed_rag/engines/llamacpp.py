@@ -1,8 +1,9 @@
 """llama.cpp backend (llama-cpp-python): the embedded CPU default.
 
 A ``Llama`` object is not thread-safe, so one worker thread owns it and runs
-requests one after another from a queue; callers await futures on their own
-event loop. Cancelling the awaiting task drops a request that has not started
+requests one after another from a queue, higher ``priority`` first (a short request
+does not wait behind the queued rounds of long ones), in arrival order otherwise;
+callers await futures on their own event loop. Cancelling the awaiting task drops a request that has not started
 and stops one that is running at its next token (a stopping criterion checks
 a flag).
 
@@ -18,6 +19,7 @@ or not its prefix was cached (see ``prompt_cache``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import queue
 import threading
@@ -27,8 +29,6 @@ from concurrent.futures import Future as ThreadFuture
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from typed_rag.engines.base import (
     ChatRequest,
@@ -42,6 +42,14 @@ from typed_rag.engines.base import (
 )
 from typed_rag.engines.grammar import schema_grammar
 from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, post, resolve
+from typed_rag.engines.llamacpp_model import (
+    choice_logprobs,
+    choice_token_ids,
+    install_abort,
+    last_logits,
+    load_gguf,
+    prompt_tokens,
+)
 from typed_rag.engines.prompt_cache import (
     PromptCache,
     aligned_blocks,
@@ -90,7 +98,9 @@ class LlamaCppEngine(Engine):
         # The prompt whose KV cells sequence 0 holds, all computed in aligned blocks.
         self._live = as_tokens([])
         self.reused_tokens = 0  # prompt tokens served from the cache, for benchmarks
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        # (-priority, arrival, job); None, after every job, stops the worker.
+        self._queue: queue.PriorityQueue[tuple[int, int, Job | None]] = queue.PriorityQueue()
+        self._arrival = itertools.count()
         self._thread: threading.Thread | None = None
         self._ready: ThreadFuture[None] | None = None
         self._llm: Any = None
@@ -118,7 +128,7 @@ class LlamaCppEngine(Engine):
         thread = self._thread
         if thread is None:
             return
-        self._queue.put(None)
+        self._queue.put((1, next(self._arrival), None))
         await asyncio.get_running_loop().run_in_executor(None, thread.join)
         self._thread = None
         self._ready = None
@@ -146,7 +156,7 @@ class LlamaCppEngine(Engine):
         loop = asyncio.get_running_loop()
         jobs = [Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
         for job in jobs:
-            self._queue.put(job)
+            self._put(job)
         try:
             return list(await asyncio.gather(*(job.future for job in jobs)))
         except BaseException:
@@ -162,7 +172,7 @@ class LlamaCppEngine(Engine):
         loop = asyncio.get_running_loop()
         jobs = [Job(request=req, loop=loop, future=loop.create_future()) for req in requests]
         for job in jobs:
-            self._queue.put(job)
+            self._put(job)
         try:
             for i, job in enumerate(jobs):
                 yield i, await job.future
@@ -182,13 +192,17 @@ class LlamaCppEngine(Engine):
         )
         # Resolved after every piece was queued (call_soon_threadsafe keeps order).
         job.future.add_done_callback(lambda _f: pieces.put_nowait(None))
-        self._queue.put(job)
+        self._put(job)
         try:
             while (piece := await pieces.get()) is not None:
                 yield StreamDelta(text=piece)
             yield StreamDelta(text="", result=job.future.result())
         finally:
             job.cancelled.set()
+
+    def _put(self, job: Job) -> None:
+        priority = getattr(job.request, "priority", 0)
+        self._queue.put((-priority, next(self._arrival), job))
 
     # ---------------------------------------------------------------- worker
 
@@ -202,7 +216,7 @@ class LlamaCppEngine(Engine):
             return
         self._ready.set_result(None)
         while True:
-            job = self._queue.get()
+            job = self._queue.get()[2]
             if job is None:
                 break
             if job.cancelled.is_set() or job.future.done():
@@ -232,59 +246,22 @@ class LlamaCppEngine(Engine):
         self._llm = None
 
     def _load(self) -> None:
-        from llama_cpp import Llama  # heavy: llama_cpp
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy: llama_cpp
-
         start = time.perf_counter()
-        llm = Llama(
-            model_path=str(self.model_path),
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            n_threads_batch=self.n_threads,
-            n_batch=self.n_batch,
-            verbose=False,
-        )
-        template = llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            llm.close()
-            raise EngineError(
-                f"{self.model_path} has no chat template in its metadata; use an instruct model"
-            )
-        eos_id, bos_id = llm.token_eos(), llm.token_bos()
-        vocab = llm._model  # the text of special tokens is only exposed here
-        self._formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=vocab.token_get_text(eos_id) if eos_id != -1 else "",
-            bos_token=vocab.token_get_text(bos_id) if bos_id != -1 else "",
-            stop_token_ids=[eos_id],
+        llm, self._formatter = load_gguf(
+            self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch
         )
         self._llm = llm
-        self._install_abort(llm)
+        self._abort_callback = install_abort(llm, self._should_abort)  # kept alive here
         log.info("llama.cpp loaded %s in %.1f s", self.model_path.name, time.perf_counter() - start)
 
-    def _install_abort(self, llm: Any) -> None:
-        """Let a cancelled request stop llama_decode itself (prompt processing included).
-
-        The stopping criterion only runs between sampled tokens; a long prompt
-        is one llama_decode call per batch, which this callback interrupts.
-        """
-        import llama_cpp  # heavy: llama_cpp
-
-        def should_abort(_data: Any) -> bool:
-            running = self._running
-            return running is not None and running.is_set()
-
-        self._abort_callback = llama_cpp.ggml_abort_callback(should_abort)  # kept alive here
-        llama_cpp.llama_set_abort_callback(llm._ctx.ctx, self._abort_callback, None)
+    def _should_abort(self) -> bool:
+        """llama.cpp's abort callback: the running job was cancelled."""
+        running = self._running
+        return running is not None and running.is_set()
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> tuple[list[int], list[str], Any]:
         """Token ids of the templated prompt, the template's stop strings and criteria."""
-        formatted = self._formatter(messages=messages)
-        ids = self._llm.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
-        stop = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]
-        return ids, [s for s in stop if s], formatted.stopping_criteria
+        return prompt_tokens(self._llm, self._formatter, messages)
 
     def _score(self, req: ChoiceRequest) -> ChoiceResult:
         """Log-softmax of the next-token logits after the templated prompt plus ``prefix``.
@@ -301,21 +278,12 @@ class LlamaCppEngine(Engine):
                 f"prompt is {len(ids)} tokens, longer than the context window "
                 f"(engine.n_ctx={self.n_ctx})"
             )
-        choice_ids = {}
-        for choice in req.choices:
-            toks = llm.tokenize(choice.encode("utf-8"), add_bos=False, special=False)
-            if len(toks) != 1:
-                raise EngineError(f"choice {choice!r} is {len(toks)} tokens; choices must be one")
-            choice_ids[choice] = toks[0]
+        choice_ids = choice_token_ids(llm, req.choices)
         keep = self._prefill(ids)
-        # Without logits_all, llama.cpp keeps the logits of each batch's last token only.
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
-        logits = logits.astype(np.float64)
+        logits = last_logits(llm)  # before _remember cuts the KV cells back
         self._remember(ids)
-        top = logits.max()
-        log_z = top + np.log(np.exp(logits - top).sum())
         return ChoiceResult(
-            logprobs={c: float(logits[t] - log_z) for c, t in choice_ids.items()},
+            logprobs=choice_logprobs(logits, choice_ids),
             prompt_tokens=len(ids) - keep,
             latency_s=time.perf_counter() - start,
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from typed_rag.finishing.sentences import NOT_ABBREVIATION
-from typed_rag.finishing.subanswers import STOPWORDS, content_words, stem
+from typed_rag.finishing.subanswers import content_words, stem
 from typed_rag.messages import CITATION_GROUP, Numbered, cited_numbers
 
 
@@ -84,10 +84,6 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
 # of its content words, and at least ``min_share`` of them (``method.cite_min_share``).
 POST_CITE_MIN_WORDS = 3
 POST_CITE_MIN_SHARE = 0.3
-# The specifics of a sentence (``cite_specifics``): its numbers, and the capitalised words
-# after its first that are not stop words (names: "Rudolf", "Hess", "Denver").
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
 _SPLIT_KEEP = re.compile(rf"({NOT_ABBREVIATION}(?<=[.!?])[ \t]+)")
 _TRAILING_PUNCT = re.compile(r"([.!?:;]*)([\s\"')*]*)$")
 # One or more adjacent citation groups ("[2]", "[2][3]").
@@ -110,26 +106,6 @@ _LABEL_LINE = re.compile(
     + r"[\s.]*",
     re.IGNORECASE,
 )
-
-
-def specifics(text: str) -> set[str]:
-    """The numbers (commas dropped) and names of ``text``, lower-cased: what a source it
-    cites must also name. A capitalised first word starts the sentence, so it is no name."""
-    text = CITATION_GROUP.sub(" ", text)
-    out = {n.replace(",", "") for n in _NUMBER.findall(text)}
-    for i, word in enumerate(_WORDS.findall(text)):
-        low = word.lower()
-        if i and word[0].isupper() and len(word) > 1 and low not in STOPWORDS:
-            out.add(low)
-    return out
-
-
-def named_in(text: str) -> set[str]:
-    """What :func:`specifics` of a sentence is looked up in: every number and word of a
-    passage, lower-cased."""
-    return {n.replace(",", "") for n in _NUMBER.findall(text)} | {
-        w.lower() for w in _WORDS.findall(text)
-    }
 
 
 def _into_sentence_before(m: re.Match[str]) -> str:
@@ -170,7 +146,6 @@ def attach_citations(
     passages: Sequence[Numbered],
     min_share: float = POST_CITE_MIN_SHARE,
     floor_share: float | None = None,
-    check_specifics: bool = False,
 ) -> Recited:
     """Cite by content-word overlap (ALCE's post-hoc citing), layout kept as written.
 
@@ -192,24 +167,14 @@ def attach_citations(
     match, the sentence and passage sharing the largest share of its words, when that
     share reaches the floor: a strict ``min_share`` then keeps weak matches out of
     answers that have strong ones without leaving the others with no source at all.
-
-    With ``check_specifics``, a passage also has to name every number and name of the
-    sentence (:func:`specifics`): a sentence that shares most of its words with a passage
-    but puts another year or person in it is what the support judge rejects most often.
     """
     bags = {p.citation: {stem(w) for w in content_words(f"{p.title} {p.text}")} for p in passages}
-    named = (
-        {p.citation: named_in(f"{p.title} {p.text}") for p in passages} if check_specifics else {}
-    )
     added: list[int] = []
     dropped: list[int] = []
-    needs: set[str] = set()  # the specifics of the sentence being cited
 
     def holds(words: set[str], number: int, share: float = min_share) -> bool:
         overlap = len(words & bags[number])
-        if overlap < POST_CITE_MIN_WORDS or overlap < share * len(words):
-            return False
-        return not check_specifics or needs <= named[number]
+        return overlap >= POST_CITE_MIN_WORDS and overlap >= share * len(words)
 
     def cite(sentence: str, number: int | str) -> str:
         """``sentence`` citing ``number`` (or a run of groups) before its end punctuation."""
@@ -241,7 +206,6 @@ def attach_citations(
             words = {stem(w) for w in content_words(sentence)}
             if len(words) < POST_CITE_MIN_WORDS or not bags:
                 continue
-            needs = specifics(sentence) if check_specifics else set()
             if CITATION_GROUP.search(sentence):
                 group = _own_groups(sentence)
                 if group is None:

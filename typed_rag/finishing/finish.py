@@ -1,5 +1,6 @@
 """The answer's last step: its citations checked against the passages it was shown,
-cleaned up as ``method.*`` says, and the run's total time recorded."""
+cleaned up as ``method.*`` says, talk about the pipeline rewritten away, and the run's total
+time recorded."""
 
 from __future__ import annotations
 
@@ -10,37 +11,17 @@ from dataclasses import dataclass, fields
 
 from typed_rag.finishing.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
-from typed_rag.finishing.repeats import drop_repeats
-from typed_rag.finishing.sentences import NOT_ABBREVIATION
-from typed_rag.finishing.source_talk import is_source_talk
+from typed_rag.finishing.scaffolding import unscaffold
+from typed_rag.finishing.sentences import answer_pieces, sentence_ends
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import Result
-
-# A sentence end: . ! or ? (not an initial's or abbreviation's full stop, with closing
-# quotes or brackets) and any citation groups, before white space or the end of the text.
-_SENTENCE_END = re.compile(rf"[.!?]{NOT_ABBREVIATION}[\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
-_LIST_MARKER = re.compile(r"(?:^|\n)[ \t]*\d{1,2}$")
-
-
-def _sentence_ends(answer: str) -> list[re.Match[str]]:
-    """The sentence ends of ``answer`` in order; a list marker ("3.") is not one."""
-    return [
-        m for m in _SENTENCE_END.finditer(answer) if not _LIST_MARKER.search(answer, 0, m.start())
-    ]
 
 
 def trim_to_sentence(answer: str) -> str:
     """``answer`` up to the end of its last complete sentence (with that sentence's
     citations); unchanged when it has none, so a cut-off answer never ends mid-word."""
-    ends = _sentence_ends(answer)
+    ends = sentence_ends(answer)
     return answer[: ends[-1].end()].rstrip() if ends else answer
-
-
-def first_sentences(answer: str, n: int) -> str:
-    """``answer`` up to the end of its ``n``-th sentence (with its citations); unchanged
-    when it has no more than ``n``."""
-    ends = _sentence_ends(answer)
-    return answer[: ends[n - 1].end()].rstrip() if len(ends) > n else answer
 
 
 # A sentence about the closed-book draft, which the user never sees.
@@ -50,8 +31,7 @@ _DRAFT_TALK = re.compile(r"\bdraft (?:answer|response)s?\b", re.IGNORECASE)
 def drop_sentences(answer: str, drop: Callable[[str], bool]) -> str:
     """``answer`` without the sentences (or list items) ``drop`` picks; unchanged when it
     picks every one."""
-    starts = [0, *(m.end() for m in _sentence_ends(answer))]
-    pieces = [answer[a:b] for a, b in zip(starts, [*starts[1:], len(answer)], strict=True)]
+    pieces = answer_pieces(answer)
     kept = [p for p in pieces if not drop(p)]
     if len(kept) == len(pieces) or not "".join(kept).strip():
         return answer
@@ -70,11 +50,8 @@ class Cut:
     answer: str
     unechoed: bool = False
     undrafted: bool = False
-    unsourced: bool = False
     uncopied: bool = False
-    unrepeated: bool = False
     trimmed: bool = False
-    shortened: bool = False
 
     def flags(self) -> dict[str, bool]:
         """Which cuts changed the answer, by name: the trace fields of :class:`Result` (and
@@ -87,19 +64,14 @@ def cut_answer(
     *,
     drop_echo: bool,
     cut_off: bool,
-    sentences: int | None = None,
     draft_talk: bool = False,
-    source_talk: bool = False,
     passage_copies: bool = False,
-    repeats: bool = False,
 ) -> Cut:
     """The cuts :func:`finish` makes to a typed-rag answer, in order: copied prompt sections
     dropped (``drop_echo``), an answer the token cap cut off (``cut_off``) ended at its last
-    complete sentence, sentences about the draft dropped (``draft_talk``), sentences about
-    the sources dropped (``source_talk``), paragraphs copying a shown passage dropped
-    (``passage_copies``), sentences said again dropped (``repeats``), then only the first
-    ``sentences`` kept. One function, so that ``benchmarks.trim_replay`` cuts stored answers
-    exactly as the pipeline does."""
+    complete sentence, sentences about the draft dropped (``draft_talk``), paragraphs
+    copying a shown passage dropped (``passage_copies``). One function, so that stored
+    answers can be re-finished exactly as the pipeline finishes them."""
     cut = Cut(answer)
     if drop_echo:
         cut.answer = drop_prompt_echo(answer)
@@ -110,18 +82,9 @@ def cut_answer(
     if draft_talk:
         undrafted = drop_draft_talk(cut.answer)
         cut.undrafted, cut.answer = undrafted != cut.answer, undrafted
-    if source_talk:
-        unsourced = drop_sentences(cut.answer, is_source_talk)
-        cut.unsourced, cut.answer = unsourced != cut.answer, unsourced
     if passage_copies:
         uncopied = drop_passage_copies(cut.answer)
         cut.uncopied, cut.answer = uncopied != cut.answer, uncopied
-    if repeats:
-        unrepeated = drop_repeats(cut.answer)
-        cut.unrepeated, cut.answer = unrepeated != cut.answer, unrepeated
-    if sentences:
-        short = first_sentences(cut.answer, sentences)
-        cut.shortened, cut.answer = short != cut.answer, short
     return cut
 
 
@@ -132,9 +95,10 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     ``method.strip_invalid_citations`` a typed-rag answer loses invalid numbers, with
     ``method.post_cite`` its uncited sentences get the passage that shares their words and
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
-    as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk``,
-    ``method.drop_source_talk``, ``method.drop_passage_copies``, ``method.drop_repeats`` and
-    (factoid route) ``method.factoid_sentences`` say.
+    as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk`` and
+    ``method.drop_passage_copies`` say. In every mode, talk about the pipeline ("Perspective
+    1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer
+    only records what it found.
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -148,7 +112,6 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
                 result.passages,
                 opts.cite_min_share,
                 opts.cite_floor_share,
-                opts.cite_specifics,
             )
             result.answer = recited.answer
             result.added_citations, result.dropped_citations = recited.added, recited.dropped
@@ -156,15 +119,17 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
             result.answer,
             drop_echo=opts.drop_echo,
             cut_off=opts.trim_cut_off and result.finish_reason == "length",
-            sentences=opts.factoid_sentences if result.type == "FACTOID" else None,
             draft_talk=opts.drop_draft_talk and "draft" in result.plan,
-            source_talk=opts.drop_source_talk,
             passage_copies=opts.drop_passage_copies,
-            repeats=opts.drop_repeats,
         )
         result.answer = cut.answer
         for name, cut_made in cut.flags().items():
             setattr(result, name, cut_made)
+    guard = unscaffold(result.answer)
+    result.scaffolding = guard.found
+    if not streamed:
+        result.unscaffolded = guard.answer != result.answer
+        result.answer = guard.answer
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -22,6 +22,27 @@ ABBREVIATIONS = (
 NOT_ABBREVIATION = r"(?<![\s(\"'][A-Z]\.)(?<!^[A-Z]\.)" + "".join(
     rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS
 )
+# An answer's sentence end: . ! or ? (not an initial's or abbreviation's full stop, with
+# closing quotes or brackets) and any citation groups, before white space or the end.
+_SENTENCE_END = re.compile(rf"[.!?]{NOT_ABBREVIATION}[\"')\]*]*(?:[ \t]*\[[\d,; ]+\])*(?=\s|$)")
+_LIST_MARKER = re.compile(r"(?:^|\n)[ \t]*\d{1,2}$")
+
+
+def sentence_ends(answer: str) -> list[re.Match[str]]:
+    """The sentence ends of ``answer`` in order; a list marker ("3.") is not one."""
+    return [
+        m for m in _SENTENCE_END.finditer(answer) if not _LIST_MARKER.search(answer, 0, m.start())
+    ]
+
+
+def answer_pieces(answer: str) -> list[str]:
+    """``answer`` cut after each sentence end (a piece keeps the white space before it, so
+    the pieces join back into ``answer``): the sentences or list items the finishing cuts
+    keep or drop whole."""
+    starts = [0, *(m.end() for m in sentence_ends(answer))]
+    return [answer[a:b] for a, b in zip(starts, [*starts[1:], len(answer)], strict=True)]
+
+
 # A passage's sentence ends at ".", "!" or "?" and white space before anything but a
 # lower-case letter ("approx. two"), or at a line break.
 _PASSAGE_BREAK = re.compile(rf"{NOT_ABBREVIATION}(?<=[.!?])\s+(?![a-z])|\n+")

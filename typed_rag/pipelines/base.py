@@ -34,7 +34,20 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 
-STAGES = ("classify", "plan", "retrieve", "rerank", "sub_answers", "generate", "total")
+# Where a question's time goes (``Result.timings``): routing's classification, plan rounds
+# (with the follow-up rewrite and constraint detection), retrieval and reranking, the
+# sub-answers (generated or extracted), the closed-book draft, the final answer, finishing.
+STAGES = (
+    "classify",
+    "plan",
+    "retrieve",
+    "rerank",
+    "sub_answers",
+    "draft",
+    "generate",
+    "finish",
+    "total",
+)
 
 
 @dataclass
@@ -53,11 +66,13 @@ class Context:
     settings: Settings
     engine: Engine
     result: Result
+    top_k: int  # passages per query, and seed and sampling: the resolved request's
+    seed: int
     retriever: Retriever | None = None
     reranker: Reranker | None = None
-    top_k: int = 5
-    seed: int = 42
     sampling: SamplingSettings | None = None  # per-request override of settings.sampling
+    # Engine queue priority of this question's calls (1: a short request, it goes first).
+    priority: int = 0
     # Include/exclude subtopics detected in the question (``question`` is then its core).
     constraints: Constraints | None = None
     # Progress hook (type, plan, each sub-answer, answer start); None: nobody listens.
@@ -137,6 +152,7 @@ class Context:
             max_tokens=max_tokens,
             seed=self.seed + seed_offset,
             json_schema=json_schema,
+            priority=self.priority,
         )
 
     def record(self, step: str, result: ChatResult, ok: bool = True) -> None:
@@ -306,6 +322,9 @@ class Context:
                     score=float(p.score),
                     rerank_score=p.rerank_score,
                     query=q,
+                    source=p.source,
+                    page=p.page,
+                    section=p.section,
                 )
                 self._cited[p.id] = cited
                 self.result.passages.append(cited)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from typed_rag.json_reply import (
     PlanError,
@@ -20,17 +20,16 @@ from typed_rag.json_reply import (
     lookup,
     norm_key,
 )
-from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
+from typed_rag.messages import ANALYST_SYSTEM, Messages, chat
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
-from typed_rag.pipelines.grounding import anchor_queries, combine, options, searches_question
+from typed_rag.pipelines.grounding import anchor_queries, combine, options
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 
 MIN_PERSPECTIVES = 2
 MAX_PERSPECTIVES = 5
 
 # The perspective name of the question itself (``method.question_sub_query``).
-QUESTION_VIEW = "the question as asked"
 
 MEDIATOR_SYSTEM = "You are the mediator of a debate between participants with different views."
 
@@ -185,34 +184,15 @@ def mediator_messages(
     question: str,
     topic: str,
     responses: Sequence[tuple[str, str]],
-    passages: Sequence[Numbered] = (),
-    labels: Literal["responses", "perspectives"] = "responses",
 ) -> Messages:
-    """Summarise the perspectives' answers into a fair, balanced direct answer.
-
-    With ``passages`` the mediator also reads the best passages and keeps only
-    the claims of the responses that one of them supports. ``labels``: the responses as
-    numbered lines, or each under its perspective's name (``method.mediator_labels``).
-    """
-    if labels == "perspectives":
-        heading = "Perspectives"
-        lines = "\n".join(f'- {view}: "{answer.strip()}"' for view, answer in responses)
-    else:
-        heading = "Responses"
-        lines = "\n".join(
-            f'- Response {i} (perspective: {view}): "{answer.strip()}"'
-            for i, (view, answer) in enumerate(responses, 1)
-        )
-    if passages:
-        grounding = (
-            "The responses may misread their sources: keep a claim only where one of the "
-            "references supports it, leave out every claim that no reference supports, and "
-            "cite the supporting reference next to each claim by its number, such as [2]. "
-        )
-        refs = f"### References\n{format_passages(passages)}\n\n"
-    else:
-        grounding = "Keep the citation numbers such as [2] that the responses use. "
-        refs = ""
+    """Summarise the perspectives' answers into a fair, balanced direct answer."""
+    heading = "Responses"
+    lines = "\n".join(
+        f'- Response {i} (perspective: {view}): "{answer.strip()}"'
+        for i, (view, answer) in enumerate(responses, 1)
+    )
+    grounding = "Keep the citation numbers such as [2] that the responses use. "
+    refs = ""
     user = (
         "Below are a debate topic and the responses of participants who each hold a "
         "different perspective. Weigh the topic and every viewpoint and write a fair, "
@@ -256,19 +236,13 @@ async def prepare(ctx: Context) -> Final:
     ctx.set_plan(plan.to_trace())
     views = [p.perspective for p in plan.perspectives]
     queries = anchor_queries(ctx, [p.query for p in plan.perspectives])
-    if searches_question(ctx, queries):
-        views, queries = [QUESTION_VIEW, *views], [ctx.question, *queries]
     subs = await answer_sub_queries(ctx, queries, perspectives=views, step="perspective")
     return await combine(
         ctx,
         subs,
         "mediate",
-        lambda kept, passages: mediator_messages(
-            ctx.question,
-            topic,
-            [(s.perspective or "", s.answer) for s in kept],
-            passages,
-            opts.mediator_labels,
+        lambda kept: mediator_messages(
+            ctx.question, topic, [(s.perspective or "", s.answer) for s in kept]
         ),
         what="perspective answer",
     )

@@ -1,8 +1,7 @@
 """REASON and INSTRUCTION: 2-5 single-aspect sub-queries, one RAG answer each, then aggregation.
 
 Three engine rounds: the plan, every sub-answer in one batch, the aggregator.
-``method.resolve_hops`` first names what a multi-hop question only describes (``hops``).
-``method.max_sub_queries`` and ``method.sub_query_style`` shape the plan;
+``method.max_sub_queries`` shapes the plan;
 ``method.*`` grounding options shape the aggregation (see ``grounding``).
 """
 
@@ -14,21 +13,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from typed_rag.json_reply import read_string_list, string_list_schema
-from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
+from typed_rag.messages import ANALYST_SYSTEM, Messages, chat
 from typed_rag.method_settings import MethodOptions
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
 from typed_rag.pipelines.grounding import (
-    DRAFTED,
     anchor_queries,
-    closed_book_draft,
     combine,
-    draft_first,
-    draft_query,
     options,
-    own_knowledge,
-    searches_question,
 )
-from typed_rag.pipelines.hops import HopPlan, resolve_hops
 from typed_rag.pipelines.plain import answer_sub_queries, prepare_rag
 from typed_rag.types import QuestionType
 
@@ -58,11 +50,9 @@ class DecompositionPlan:
     def describe(cls, trace: Mapping[str, Any]) -> list[str]:
         if not trace.get("sub_queries"):
             return []
-        return (
-            HopPlan.describe(trace)
-            + ["plan: sub-queries:"]
-            + [f"  {i}. {q}" for i, q in enumerate(trace["sub_queries"], 1)]
-        )
+        return ["plan: sub-queries:"] + [
+            f"  {i}. {q}" for i, q in enumerate(trace["sub_queries"], 1)
+        ]
 
 
 def sub_query_schema(limit: int = MAX_SUB_QUERIES) -> dict[str, Any]:
@@ -96,40 +86,18 @@ _DECOMPOSE_KIND = {
 }
 
 
-_PARAPHRASE_EXAMPLE = {
-    "REASON": '{"sub_queries": ["what makes cats purr", "reason domestic cats produce a purring '
-    'sound", "cause and purpose of purring in cats"]}',
-    "INSTRUCTION": '{"sub_queries": ["steps to repair a punctured bicycle tyre", "how to mend '
-    'a flat tyre on a bike", "fixing a bicycle inner tube puncture"]}',
-}
-
-
-def decomposition_plan_messages(
-    question: str, question_type: str, limit: int = 5, style: str = "aspects"
-) -> Messages:
-    """Split a reason or instruction question into 2-``limit`` sub-queries.
-
-    ``aspects``: each looks at one aspect of the question. ``paraphrase`` (the
-    paper's Figures 13/14): each keeps the whole question and rewords it.
-    """
+def decomposition_plan_messages(question: str, question_type: str, limit: int = 5) -> Messages:
+    """Split a reason or instruction question into 2-``limit`` sub-queries, each looking at
+    one aspect of the question (the paper's Figures 13/14 reword the whole question instead:
+    measured, not kept)."""
     key = question_type.upper() if question_type.upper() in _DECOMPOSE_KIND else "REASON"
     kind, example_q, example_a = _DECOMPOSE_KIND[key]
-    if style == "paraphrase":
-        steps = (
-            "1. Rewrite it as search queries that each keep the whole meaning and intent of "
-            "the question but put it in other words and another structure, so that together "
-            "they match passages phrased in different ways.\n"
-            f"2. Write between 2 and {limit} distinct queries, each naming the question's "
-            "subject explicitly.\n\n"
-        )
-        example_a = _PARAPHRASE_EXAMPLE[key]
-    else:
-        steps = (
-            "1. Break it into sub-queries that keep its intent but each look at a single "
-            "aspect of it, worded differently from one another.\n"
-            f"2. Write between 2 and {limit} distinct sub-queries, each usable on its own as a "
-            "search query about the question's own subject (name the subject; no pronouns).\n\n"
-        )
+    steps = (
+        "1. Break it into sub-queries that keep its intent but each look at a single "
+        "aspect of it, worded differently from one another.\n"
+        f"2. Write between 2 and {limit} distinct sub-queries, each usable on its own as a "
+        "search query about the question's own subject (name the subject; no pronouns).\n\n"
+    )
     user = (
         f"Act as a query analyst. The question below is {kind}.\n"
         f"{steps}"
@@ -144,30 +112,11 @@ def decomposition_plan_messages(
     return chat(ANALYST_SYSTEM, user)
 
 
-def aggregation_messages(
-    question: str, pairs: Sequence[tuple[str, str]], passages: Sequence[Numbered] = ()
-) -> Messages:
-    """Merge the sub-query answers into one answer to the original question.
-
-    With ``passages`` (grounded aggregation) the aggregator also reads the best
-    passages and keeps only the sub-answer claims that one of them supports.
-    """
+def aggregation_messages(question: str, pairs: Sequence[tuple[str, str]]) -> Messages:
+    """Merge the sub-query answers into one answer to the original question."""
     qa = "\n\n".join(
         f"Question {i}: {q}\nAnswer {i}: {a.strip()}" for i, (q, a) in enumerate(pairs, 1)
     )
-    if passages:
-        user = (
-            "Write a short, clear answer to the original question from the question-answer "
-            "pairs and the references below. The pairs were written quickly and may misread "
-            "their sources: keep a claim from them only where one of the references supports "
-            "it, and leave out every claim that no reference supports. Cite the supporting "
-            "reference next to each claim by its number, such as [2].\n\n"
-            f"### Original question\n{question}\n\n"
-            f"### References\n{format_passages(passages)}\n\n"
-            f"### Question-answer pairs\n{qa}\n\n"
-            "### Answer\n"
-        )
-        return chat(AGGREGATOR_SYSTEM, user)
     user = (
         "Use the question-answer pairs below to write a short, clear answer to the original "
         "question. Keep the citation numbers such as [2] that the answers use, next to the "
@@ -182,16 +131,13 @@ def aggregation_messages(
 def plan_prompt(question_type: QuestionType) -> Callable[[str, MethodOptions], Messages]:
     """The plan prompt of ``question_type`` as the method options shape it."""
     return lambda question, opts: decomposition_plan_messages(
-        question, question_type.value, opts.max_sub_queries, opts.sub_query_style
+        question, question_type.value, opts.max_sub_queries
     )
 
 
 async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     opts = options(ctx)
     limit = opts.max_sub_queries
-    hops = await resolve_hops(ctx) if opts.resolve_hops else None
-    if hops and own_knowledge(ctx) in DRAFTED:  # the draft then knows what the links found
-        await closed_book_draft(ctx, [(s.query, s.answer) for s in hops.links])
     plan = await plan_or_fallback(
         ctx,
         question_type.value.lower(),
@@ -204,23 +150,12 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
     ctx.set_plan(plan.to_trace())
     queries = anchor_queries(ctx, plan.sub_queries)
-    if searches_question(ctx, queries):
-        queries = [ctx.question, *queries]
-    if draft := await draft_first(ctx, opts.draft_sub_query):
-        queries.append(draft_query(ctx.question, draft))
-        ctx.result.plan["draft_query"] = queries[-1]
-    if hops:
-        queries += hops.queries
     subs = await answer_sub_queries(ctx, queries)
-    if hops:
-        subs = ctx.result.sub_answers = [*hops.links, *subs]
     return await combine(
         ctx,
         subs,
         "aggregate",
-        lambda kept, passages: aggregation_messages(
-            ctx.question, [(s.query, s.answer) for s in kept], passages
-        ),
+        lambda kept: aggregation_messages(ctx.question, [(s.query, s.answer) for s in kept]),
     )
 
 

@@ -82,11 +82,7 @@ async def prepare(ctx: Context) -> Final:
     keywords = " ".join(plan.keywords)
     opts = options(ctx)
     by = opts.experience_retrieval
-    queries = {
-        "question": [ctx.question],
-        "keywords": [keywords],
-        "both": [ctx.question, keywords],
-    }[by]
+    queries = [ctx.question, keywords] if by == "both" else [ctx.question]
     pool_size = max(ctx.settings.retrieval.experience_pool, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, pool_size), queries)
     if not pool:
@@ -95,12 +91,7 @@ async def prepare(ctx: Context) -> Final:
             "-> answered without passages"
         )
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
-    rerank_query = {
-        "keywords": keywords,
-        "question": ctx.question,
-        "both": f"{ctx.question} {keywords}",
-    }[opts.experience_rerank]
-    ranked = await ctx.rerank(rerank_query, pool, ctx.top_k)
+    ranked = await ctx.rerank(keywords, pool, ctx.top_k)  # the paper's 3.3
     cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
 

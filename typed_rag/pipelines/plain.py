@@ -14,19 +14,8 @@ from typed_rag.constraints import Constraints, with_instructions
 from typed_rag.finishing.subanswers import extract_evidence
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
-from typed_rag.pipelines.grounding import (
-    draft_first,
-    draft_query,
-    guide,
-    options,
-    with_own_knowledge,
-)
-from typed_rag.pipelines.prompting import (
-    FACTOID_BRIEF,
-    llm_messages,
-    rag_messages,
-    with_guidance,
-)
+from typed_rag.pipelines.grounding import guide, options, with_own_knowledge
+from typed_rag.pipelines.prompting import llm_messages, rag_messages, with_guidance
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 
@@ -56,22 +45,13 @@ async def prepare_factoid(ctx: Context) -> Final:
     lists FACTOID (a closed-book draft the answer keeps and corrects from the passages: the
     1.5B model answers factual questions better from memory than from BM25's passages).
 
-    With ``method.draft_query`` the draft is written first and searched with the question,
-    so the passages are the ones that can confirm or correct it (RARR's "research" step;
-    query2doc's expansion), at no extra engine call. With ``method.factoid_brief`` the
-    answer is asked to be one to three sentences, the answer first; with
-    ``method.factoid_guidance`` it gets the typed pipelines' final-answer guidance."""
-    opts = options(ctx)
-    draft = await draft_first(ctx, opts.draft_query)
-    query = draft_query(ctx.question, draft) if draft else None
-    if query:
-        ctx.result.plan["draft_query"] = query
-    final = await prepare_rag(ctx, query)
-    brief = [FACTOID_BRIEF] if opts.factoid_brief else []
-    if opts.factoid_guidance:
-        return Final(final.step, await guide(ctx, final.messages, brief))
+    With ``method.factoid_guidance`` the answer gets the typed pipelines' final-answer
+    guidance."""
+    final = await prepare_rag(ctx)
+    if options(ctx).factoid_guidance:
+        return Final(final.step, await guide(ctx, final.messages))
     messages, lines = await with_own_knowledge(ctx, final.messages)
-    return Final(final.step, with_guidance(messages, brief + lines))
+    return Final(final.step, with_guidance(messages, lines))
 
 
 def union_by_id(
@@ -134,12 +114,13 @@ async def answer_sub_queries(
         ctx.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
 
     if ctx.settings.method.options().sub_answers == "extract":
-        texts = extract_evidence(
-            [
-                (q, [(p.citation, p.text) for p in cited])
-                for q, cited in zip(queries, shown, strict=True)
-            ]
-        )
+        with ctx.timed("sub_answers"):
+            texts = extract_evidence(
+                [
+                    (q, [(p.citation, p.text) for p in cited])
+                    for q, cited in zip(queries, shown, strict=True)
+                ]
+            )
         for i, text in enumerate(texts):
             announce(i, text)
     else:

@@ -68,20 +68,6 @@ ANSWER_SHAPES: dict[str, str] = {
     ),
 }
 
-# ``method.factoid_brief``: the factoid route's answer, as short as a factual answer is.
-FACTOID_BRIEF = (
-    "Answer in one to three sentences: the answer itself first, then what confirms it. "
-    "No lists, headings or step-by-step reasoning."
-)
-
-# ``method.direct_first``: the bottom line before the layout the shape asks for.
-DIRECT_FIRST = (
-    "Open the answer with one sentence that directly answers the question (the fact, cause, "
-    "verdict or recommendation asked for) as far as the references allow; the rest of these "
-    "instructions apply to what follows that sentence."
-)
-
-
 # ``method.own_knowledge``: passages that miss the question need not steer the answer.
 OWN_KNOWLEDGE = (
     "The material above may miss parts of the question or be about something else: ignore "
@@ -94,23 +80,6 @@ DRAFT_USE = (
     "references support or do not contradict, correct what they contradict, and add what "
     "they contribute."
 )
-# ... "draft-cite": the references' wording wins where they agree, so the sentences cite.
-DRAFT_CITE = (
-    "The draft above was written from memory without the references. Where a reference says "
-    "the same thing, state it in the reference's words and cite it; correct what the "
-    "references contradict; keep the rest of the draft only where no reference contradicts it."
-)
-
-
-def length_guidance(max_tokens: int) -> str:
-    """``method.length_hint``: the answer's budget in words (about half a word per token,
-    leaving room for citation numbers and layout), so it ends before the cap cuts it."""
-    words = max(30, max_tokens // 2)
-    return (
-        f"Keep the whole answer under about {words} words: longer text is cut off. Be brief "
-        "on each point so that the answer ends with its last point and a complete sentence."
-    )
-
 
 # Xie et al.'s M1: the generator works out the core sub-questions itself.
 CORE_DEFINITION = (
@@ -124,12 +93,6 @@ STRICT_CITE_RULE = (
     "they support, for example [1] or [2][3]. Use only numbers that appear above; every "
     "paragraph, step or list item needs at least one citation."
 )
-
-
-def core_list_guidance(sub_questions: Sequence[str]) -> str:
-    """Xie et al.'s M2: name the core sub-questions the answer must address."""
-    listed = "\n".join(f"  {i}. {q}" for i, q in enumerate(sub_questions, 1))
-    return f"Make sure the answer addresses each of these core sub-questions:\n{listed}"
 
 
 def with_section(messages: Messages, heading: str, body: str) -> Messages:

@@ -15,13 +15,20 @@ from typing import Protocol
 
 @dataclass
 class Passage:
-    """One retrieved passage. ``score`` is the retriever's; ``rerank_score`` the reranker's."""
+    """One retrieved passage. ``score`` is the retriever's; ``rerank_score`` the reranker's.
+
+    ``source`` (file path), ``page`` (1-based, PDF) and ``section`` are set for passages of
+    a document collection (:mod:`typed_rag.retrieval.collections`), None for Wikipedia's.
+    """
 
     id: str
     title: str
     text: str
     score: float = 0.0
     rerank_score: float | None = None
+    source: str | None = None
+    page: int | None = None
+    section: str | None = None
 
 
 class Retriever(Protocol):

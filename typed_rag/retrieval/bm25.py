@@ -6,8 +6,8 @@ the query's terms, then top-k selection. Two backends (``retrieval.backend``):
 - ``numba``: bm25s's numba retrieval kernel. bm25s compiles it in every process (~15-20
   s on these machines before the first query is answered); here the same kernel is
   compiled with numba's on-disk cache, so only the first process on a machine pays that
-  and later ones load it in under a second. The kernel releases the GIL, so a batch is
-  split over ``n_threads`` threads. ~1 ms per query on 370k passages.
+  and later ones load it in under a second. The kernel releases the GIL, so a batch can be
+  split over ``n_threads`` threads (one when opened from settings). ~1 ms per query on 370k passages.
 - ``numpy``: ``bm25s.BM25.retrieve`` with the numpy backend; no compile step, but
   ``np.add.at`` makes it ~20x slower per query (14 ms p50 on 370k passages, quiet machine).
 
@@ -16,7 +16,7 @@ recorded in the index manifest. Passages whose score is 0 (no query term matched
 not returned, so a search can return fewer than ``k`` passages.
 
 :class:`BM25Index` takes its folder and options explicitly; ``BM25Index.from_settings``
-reads them from ``retrieval.*``. bm25s pulls in scipy and numba (seconds to import), so
+opens ``settings.index_dir`` with ``retrieval.backend``. bm25s pulls in scipy and numba (seconds to import), so
 it is imported when an index is opened, not when this module is.
 """
 
@@ -42,6 +42,11 @@ from typed_rag.retrieval.vocab import HashedVocab, has_hashed_vocab
 log = logging.getLogger(__name__)
 
 Backend = Literal["auto", "numpy", "numba"]
+
+# The BM25 parameters of an index build (``index build --k1/--b/--method`` override them):
+# Lucene's variant with Pyserini's k1 and b, the paper's retriever; R@5 0.321 on the 945
+# Wiki-NFQA questions (docs/experiments.md).
+BM25_PARAMS: dict[str, Any] = {"k1": 0.9, "b": 0.4, "method": "lucene"}
 
 
 def numba_available() -> bool:
@@ -136,18 +141,18 @@ class BM25Index:
 
     @classmethod
     def from_settings(cls, settings: Settings, folder: str | Path | None = None) -> BM25Index:
-        """The BM25 index at ``settings.index_dir`` (or ``folder``), memory-mapped per settings."""
+        """The BM25 index at ``settings.index_dir`` (or ``folder``), memory-mapped."""
         folder = Path(folder) if folder is not None else settings.index_dir
-        r = settings.retrieval
-        index = cls(folder, mmap=r.mmap, backend=r.backend, n_threads=r.n_threads)
+        index = cls(folder, backend=settings.retrieval.backend)
         built = index.params
-        wanted = {"k1": float(r.k1), "b": float(r.b), "method": r.method}
         differs = {
-            key: (built.get(key), value) for key, value in wanted.items() if built.get(key) != value
+            key: (built.get(key), value)
+            for key, value in BM25_PARAMS.items()
+            if built.get(key) != value
         }
         if differs:  # the index's parameters are the ones in effect (scores are precomputed)
             log.info(
-                "index at %s was built with %s; settings ask for %s (rebuild to apply them)",
+                "index at %s was built with %s, not the default %s",
                 folder,
                 {k: v[0] for k, v in differs.items()},
                 {k: v[1] for k, v in differs.items()},

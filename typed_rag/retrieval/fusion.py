@@ -9,6 +9,7 @@ constant of the original paper.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from typed_rag.retrieval.base import Passage, Retriever
@@ -72,9 +73,8 @@ class HybridRetriever:
             by_id.update({p.id: p for p in a})
             fused = reciprocal_rank_fusion([[p.id for p in a], [p.id for p in b]], self.rrf_k)
             out.append(
-                [
-                    Passage(id=pid, title=by_id[pid].title, text=by_id[pid].text, score=score)
-                    for pid, score in fused[:k]
+                [  # a copy keeps a collection passage's source, page and section
+                    replace(by_id[pid], score=score, rerank_score=None) for pid, score in fused[:k]
                 ]
             )
         return out

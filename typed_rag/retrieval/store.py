@@ -19,6 +19,7 @@ import numpy as np
 
 from typed_rag.errors import UserError
 from typed_rag.retrieval.base import Passage
+from typed_rag.retrieval.passage_meta import PassageMetaReader, has_meta
 
 TEXT_FILE = "passages.bin"
 OFFSETS_FILE = "passages.offsets"
@@ -86,6 +87,10 @@ class PassageStore:
             mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         )
         self._n = (self._offsets.size - 1) // _FIELDS
+        # a document collection's file/page/section of each passage (None for Wikipedia)
+        self.meta = PassageMetaReader(folder) if has_meta(folder) else None
+        if self.meta is not None and len(self.meta) != self._n:
+            raise UserError(f"passage store damaged: {folder} has metadata for another count")
 
     def __len__(self) -> int:
         return self._n
@@ -119,7 +124,11 @@ class PassageStore:
                 if positive_only and score <= 0.0:
                     continue
                 pid, title, text = self.get(doc)
-                hits.append(Passage(id=pid, title=title, text=text, score=float(score)))
+                hit = Passage(id=pid, title=title, text=text, score=float(score))
+                if self.meta is not None:
+                    m = self.meta.get(doc)
+                    hit.source, hit.page, hit.section = m.source, m.page, m.section
+                hits.append(hit)
             out.append(hits)
         return out
 
@@ -129,6 +138,8 @@ class PassageStore:
         return self._blob[o[0] : o[1]].decode("utf-8")
 
     def close(self) -> None:
+        if self.meta is not None:
+            self.meta.close()
         if isinstance(self._blob, mmap.mmap):
             self._blob.close()
         self._file.close()

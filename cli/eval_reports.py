@@ -1,0 +1,49 @@
+"""``typed-rag eval report|compare``: a run's report, and one method paired across two runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from eval.reports.compare import compare_runs, format_comparison
+from eval.reports.report import write_report
+from typed_rag.config import Settings
+
+
+def register(eval_sub: argparse._SubParsersAction) -> None:
+    p = eval_sub.add_parser("report", help="tables, per-type figure, failures and cost of a run")
+    p.add_argument("run_dir", type=Path, help="a directory made by `eval run`")
+    p.add_argument("--out", type=Path, help="write the report here instead of the run directory")
+    p.set_defaults(func=cmd_report)
+
+    p = eval_sub.add_parser(
+        "compare",
+        help="one method in two run directories (e.g. two retrieval configs), paired per question",
+    )
+    p.add_argument("a", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/reranked:rag")
+    p.add_argument("b", metavar="RUN_DIR:METHOD", help="e.g. results/wiki-nfqa/run:rag")
+    p.add_argument(
+        "--changed-only",
+        action="store_true",
+        help="pair only the questions whose answers differ between the two runs (an option "
+        "that acts on few questions, undiluted)",
+    )
+    p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    files = write_report(args.run_dir, settings, args.out)
+    print(files.markdown.read_text(encoding="utf-8"))
+    print(f"wrote {files.markdown}, {files.json}" + (f", {files.figure}" if files.figure else ""))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    result = compare_runs(args.a, args.b, changed_only=args.changed_only)
+    print(format_comparison(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,90 @@
+"""What every reader returns: a document's title, extracted text and structure.
+
+Readers (``read_pdf``, ``read_docx``, ``read_html``, ``read_markdown``, ``read_text``)
+add headings and paragraphs to a :class:`DocumentBuilder` in reading order; the chunker
+(:mod:`indexes.documents.chunk`) cuts passages from the blocks, and each block's span
+points into :attr:`Document.text`, so a passage's character span is exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+_SPACE = re.compile(r"\s+")
+BLOCK_SEPARATOR = "\n\n"
+
+
+class SkipFile(Exception):
+    """A file that cannot be indexed; the message is the reason the build report shows."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A heading or a paragraph; ``start``/``end`` index :attr:`Document.text`."""
+
+    kind: Literal["heading", "text"]
+    text: str
+    start: int
+    end: int
+    level: int = 1  # headings: 1 = top level
+    page: int | None = None  # 1-based, PDF only
+
+
+@dataclass
+class Document:
+    """One file's extracted content."""
+
+    title: str
+    text: str
+    blocks: list[Block]
+    pages: int | None = None  # PDF page count
+    warnings: list[str] = field(default_factory=list)  # kept, but worth a line in the report
+
+
+def clean(text: str) -> str:
+    """Runs of white space (line breaks included) as one space, trimmed."""
+    return _SPACE.sub(" ", text).strip()
+
+
+class DocumentBuilder:
+    """Collects blocks in reading order and the text they index into."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._pos = 0
+        self.blocks: list[Block] = []
+
+    def _add(
+        self, kind: Literal["heading", "text"], text: str, level: int, page: int | None
+    ) -> None:
+        if not text:
+            return
+        if self._parts:
+            self._parts.append(BLOCK_SEPARATOR)
+            self._pos += len(BLOCK_SEPARATOR)
+        start = self._pos
+        self._parts.append(text)
+        self._pos += len(text)
+        self.blocks.append(Block(kind, text, start, self._pos, level, page))
+
+    def heading(self, text: str, level: int = 1, page: int | None = None) -> None:
+        self._add("heading", clean(text).rstrip("¶ "), max(1, level), page)  # Sphinx permalinks
+
+    def paragraph(self, text: str, page: int | None = None, *, keep_lines: bool = False) -> None:
+        """Add a paragraph; ``keep_lines`` keeps its line breaks (code, tables)."""
+        if keep_lines:
+            lines = [" ".join(line.split()) for line in text.splitlines()]
+            self._add("text", "\n".join(x for x in lines if x), 1, page)
+        else:
+            self._add("text", clean(text), 1, page)
+
+    @property
+    def has_text(self) -> bool:
+        return any(b.kind == "text" for b in self.blocks)
+
+    def build(self, title: str, pages: int | None = None) -> Document:
+        return Document(
+            title=clean(title), text="".join(self._parts), blocks=self.blocks, pages=pages
+        )

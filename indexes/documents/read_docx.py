@@ -1,0 +1,67 @@
+"""Word ``.docx`` files, read by python-docx in body order (paragraphs and tables).
+
+Paragraphs styled ``Heading N`` become sections of level N and ``Title`` names the
+document (else the file's title property, else its name). A table row becomes one
+paragraph of its cells joined by `` | ``. Word files have no fixed pages, so passages
+carry no page number. A password-protected Word file is an OLE container, not a zip:
+it is reported as such.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import docx
+from docx.table import Table
+from docx.text.paragraph import Paragraph
+
+from indexes.documents.document import Document, DocumentBuilder, SkipFile, clean
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_HEADING_STYLE = re.compile(r"^heading\s*(\d)?", re.I)
+
+
+def _style(paragraph: Paragraph) -> str:
+    try:
+        return paragraph.style.name if paragraph.style is not None else ""
+    except (KeyError, AttributeError):  # a style id the styles part does not define
+        return ""
+
+
+def read_docx_file(path: Path, data: bytes) -> Document:
+    if data.startswith(_OLE_MAGIC):
+        raise SkipFile(
+            "a password-protected or old-format (.doc) Word file; save it as .docx "
+            "without a password"
+        )
+    try:
+        word = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # zip, XML and package errors alike mean: not a readable .docx
+        raise SkipFile(f"unreadable DOCX ({type(exc).__name__}: {exc})") from None
+    doc = DocumentBuilder()
+    title = ""
+    for item in word.iter_inner_content():
+        if isinstance(item, Table):
+            for row in item.rows:
+                cells: list[str] = []
+                for cell in row.cells:
+                    text = clean(cell.text)
+                    if text and (not cells or cells[-1] != text):  # merged cells repeat
+                        cells.append(text)
+                doc.paragraph(" | ".join(cells))
+            continue
+        style = _style(item)
+        heading = _HEADING_STYLE.match(style)
+        if style.lower() == "title":
+            title = title or clean(item.text)
+            doc.heading(item.text, 1)
+        elif heading:
+            doc.heading(item.text, int(heading.group(1) or 1))
+        else:
+            doc.paragraph(item.text)
+    if not doc.has_text:
+        raise SkipFile("no text in the Word document")
+    core_title = clean(word.core_properties.title or "")
+    return doc.build(title or core_title or path.stem)

@@ -1,0 +1,242 @@
+"""The scaffolding guard: talk about the pipeline ("Perspective 1", "Response 2 (perspective:
+X)", "Question 3", "the references provided", "sub-questions") rewritten or dropped in every
+mode, never emptying the answer, the [n] markers kept with what they cite."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+
+import pytest
+
+from eval.runs.refinish import LEAK
+from typed_rag.engines.fake import scripted_responder
+from typed_rag.finishing.finish import finish
+from typed_rag.finishing.scaffolding import unscaffold
+from typed_rag.method_settings import MethodOptions
+from typed_rag.result import CitedPassage, Result
+from typed_rag.types import QuestionType as T
+
+MARKER = re.compile(r"\[[\d,; ]+\]")
+
+# (kind, answer as generated, answer as the reader gets it)
+REWRITES = [
+    (
+        "label-heading",
+        "**Perspective 1: Friendship**\n\nThey were friends [1].\n\n"
+        "**Main Perspective 2 (Love affair [2])**\n\nThey were lovers [2].",
+        "**Friendship**\n\nThey were friends [1].\n\n**Love affair [2]**\n\nThey were lovers [2].",
+    ),
+    (
+        "label-heading",
+        '- **Response 1 (perspective: natural defense)**: "Spines deter herbivores [1]."\n'
+        '**Response 2** (perspective: chemical defense): "Toxins deter them [2]."',
+        '- **Natural defense**: "Spines deter herbivores [1]."\n'
+        '**Chemical defense**: "Toxins deter them [2]."',
+    ),
+    (
+        "label-heading",
+        "**Perspective 1:** Disclosure should start at the top [2].\n"
+        "1. **Question 1**: Roncalli was chosen among candidates [1].",
+        "Disclosure should start at the top [2].\n1. Roncalli was chosen among candidates [1].",
+    ),
+    (
+        "label-heading",
+        "**Perspective 1**:\n- Direct control [1].\n\n**Perspective 2**:\n- Market position [4].",
+        "**First perspective**:\n- Direct control [1].\n\n"
+        "**Second perspective**:\n- Market position [4].",
+    ),
+    (
+        "label-heading",
+        "- Response 2 (perspective: lettuce cultivation) states that China grows the most "
+        "lettuce [2].",
+        "- The lettuce cultivation perspective states that China grows the most lettuce [2].",
+    ),
+    (
+        "response-view",
+        "Lettuce is popular [3]. Response 2 (perspective: lettuce cultivation) states that "
+        "China grows the most [2].",
+        "Lettuce is popular [3]. The lettuce cultivation perspective states that China grows "
+        "the most [2].",
+    ),
+    (
+        "label-aside",
+        "Both views, for research (Response 1) and for innovation (Response 2), stress "
+        "research [2].",
+        "Both views, for research and for innovation, stress research [2].",
+    ),
+    (
+        "label-attribution",
+        "The show is popular [5]. The evidence for this is found in Question 3, which states "
+        "that viewers already know the news [6].",
+        "The show is popular [5]. Viewers already know the news [6].",
+    ),
+    (
+        "label-attribution",
+        "Evidence:\n- In Answer 1, we see that the film came out in 3-D [1].",
+        "Evidence:\n- We see that the film came out in 3-D [1].",
+    ),
+    (
+        "label-reference",
+        "He left, and this aligns with the statement from Question 2 that he met Tardini [1].",
+        "He left, and this aligns with the statement that he met Tardini [1].",
+    ),
+    (
+        "label-ordinal",
+        "Both are valid.\n\n- **Perspective 2** is based on a personal account [2].",
+        "Both are valid.\n\n- The second perspective is based on a personal account [2].",
+    ),
+    (
+        "source-attribution",
+        "According to the references provided, the need for salt diminished after 1812 [3].",
+        "The need for salt diminished after 1812 [3].",
+    ),
+    (
+        "source-attribution",
+        "Based on the information provided in the references, if you had a ZE postcode you "
+        "would live in Shetland [4].",
+        "If you had a ZE postcode you would live in Shetland [4].",
+    ),
+    (
+        "source-clause",
+        "The name was changed at a developer's request, which aligns with the references "
+        "provided in the passage [5].",
+        "The name was changed at a developer's request [5].",
+    ),
+    (
+        "source-clause",
+        "The Gospel is read last for several reasons, which are supported by the references "
+        "provided:\n\n1. Tradition [2].",
+        "The Gospel is read last for several reasons:\n\n1. Tradition [2].",
+    ),
+    (
+        "source-words",
+        "The cause of his death is not mentioned in any of the provided references.",
+        "The cause of his death is not mentioned in any of the sources.",
+    ),
+    (
+        "sub-question-heading",
+        "### Core sub-questions\n1. Why did Alsace decline?\n   - A war divided it [8].",
+        "1. Why did Alsace decline?\n   - A war divided it [8].",
+    ),
+]
+
+# (kind, answer with a sentence that only talks about the pipeline, answer without it)
+DROPS = [
+    (
+        "pipeline-talk",
+        "Widders died in Warwick in 1688 [2]. The evidence comes from the references provided, "
+        "which include his biography.",
+        "Widders died in Warwick in 1688 [2].",
+    ),
+    (
+        "pipeline-talk",
+        "The show succeeds because viewers know the news [6]. The evidence for this is found "
+        "in Question 3.",
+        "The show succeeds because viewers know the news [6].",
+    ),
+    (
+        "pipeline-lead-in",
+        "To answer the original question, we need to address the following core "
+        "sub-questions:\n1. **When was it founded [4]?**\nIt was founded in 1542 [1].",
+        "1. **When was it founded [4]?**\nIt was founded in 1542 [1].",
+    ),
+    (
+        "pipeline-lead-in",
+        "Hippophobia is the fear of horses.\nThis is supported by the following points from "
+        "the question-answer pairs:\n- Horses can frighten people [7].",
+        "Hippophobia is the fear of horses.\n\n- Horses can frighten people [7].",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "before", "after"), REWRITES + DROPS)
+def test_each_kind_is_rewritten_or_dropped(kind: str, before: str, after: str) -> None:
+    guard = unscaffold(before)
+    assert guard.answer == after
+    assert kind in guard.found
+    assert not LEAK.search(guard.answer)
+
+
+@pytest.mark.parametrize(("kind", "before", "after"), REWRITES)
+def test_rewrites_keep_every_citation_marker(kind: str, before: str, after: str) -> None:
+    assert Counter(MARKER.findall(unscaffold(before).answer)) == Counter(MARKER.findall(before))
+
+
+def test_a_marker_stays_with_the_content_it_cites() -> None:
+    guard = unscaffold(
+        "It changed at a developer's request, which aligns with the references provided [5]."
+    )
+    assert guard.answer == "It changed at a developer's request [5]."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The evidence for this is found in Question 3.",
+        "This answer is supported by the references provided.",
+    ],
+)
+def test_never_empties_an_answer(answer: str) -> None:
+    assert unscaffold(answer).answer == answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # content that only looks like the labels
+        "Rostker v. Goldberg held that requiring only men to register for the draft was "
+        "constitutional [1].",
+        "According to the passage, the crust is the solid part of the Earth [4].",
+        "The solid part of the Earth is the crust [4]. This is supported by [4].",
+        "The Northwest Passage links the Atlantic and the Pacific [2].",
+        "**Main points:** The 1921 conference called for socialisation [8].",
+    ],
+)
+def test_leaves_answers_without_scaffolding_alone(answer: str) -> None:
+    guard = unscaffold(answer)
+    assert guard.answer == answer and guard.found == []
+
+
+def test_a_perspective_sentence_is_content_not_talk() -> None:
+    """A sentence about a perspective is rewritten, never dropped as talk about sources."""
+    answer = "- **Perspective 2** is based on personal information about Thompson [2]."
+    assert unscaffold(answer).answer == (
+        "- The second perspective is based on personal information about Thompson [2]."
+    )
+
+
+LEAKY = (
+    "**Perspective 1: Against**\nIt costs too much [1].\n\n**Perspective 2: For**\nIt helps [1]."
+)
+CLEAN = "**Against**\nIt costs too much [1].\n\n**For**\nIt helps [1]."
+PASSAGE = CitedPassage(citation=1, id="p1", title="T", text="It costs too much.", score=1.0)
+
+
+@pytest.mark.parametrize("mode", ["llm", "rag", "typed-rag"])
+def test_finish_guards_every_mode(mode: str) -> None:
+    result = Result(question="Q?", mode=mode, answer=LEAKY, passages=[PASSAGE])
+    done = finish(result, MethodOptions(), time.perf_counter())
+    assert done.answer == CLEAN and done.unscaffolded
+    assert done.scaffolding == ["label-heading"] and done.citations == [1]
+
+
+def test_finish_records_a_streamed_answer_without_changing_it() -> None:
+    result = Result(question="Q?", mode="typed-rag", answer=LEAKY, passages=[PASSAGE])
+    done = finish(result, MethodOptions(), time.perf_counter(), streamed=True)
+    assert done.answer == LEAKY and not done.unscaffolded
+    assert done.scaffolding == ["label-heading"]
+
+
+def test_finish_leaves_a_clean_answer_unflagged() -> None:
+    result = Result(question="Q?", mode="rag", answer=CLEAN, passages=[PASSAGE])
+    done = finish(result, MethodOptions(), time.perf_counter())
+    assert done.answer == CLEAN and not done.unscaffolded and done.scaffolding == []
+
+
+@pytest.mark.parametrize("mode", ["llm", "rag", "typed-rag"])
+async def test_the_system_guards_every_mode(make_rag, mode: str) -> None:
+    rag, _ = make_rag(scripted_responder({}, lambda req: LEAKY))
+    result = await rag.answer("Should cities ban cars?", mode=mode, force_type=T.EVIDENCE_BASED)
+    assert result.answer == CLEAN and result.unscaffolded

@@ -1,0 +1,78 @@
+"""Real files for the documents tests, written by the libraries people make them with."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import docx
+from fpdf import FPDF
+from PIL import Image
+from pypdf import PdfWriter
+
+
+def write_pdf(path: Path, pages: list[tuple[str | None, str]], title: str = "") -> Path:
+    """A PDF with one page per ``(bookmark or None, text)``; bookmarks make its outline."""
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    if title:
+        pdf.set_title(title)
+    for bookmark, text in pages:
+        pdf.add_page()
+        if bookmark:
+            pdf.start_section(bookmark, level=0)
+            pdf.set_font("Helvetica", style="B", size=14)
+            pdf.multi_cell(0, 8, bookmark, new_x="LMARGIN", new_y="NEXT")
+            pdf.set_font("Helvetica", size=11)
+        for para in text.split("\n\n"):
+            pdf.multi_cell(0, 6, para, new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(4)
+    pdf.output(str(path))
+    return path
+
+
+def write_scanned_pdf(path: Path, pages: int = 2) -> Path:
+    """A PDF of images only, like a scan without OCR."""
+    pdf = FPDF()
+    for i in range(pages):
+        pdf.add_page()
+        pdf.image(Image.new("RGB", (200, 260), (255, 255 - 40 * i, 255)), x=10, y=10, w=120)
+    pdf.output(str(path))
+    return path
+
+
+def encrypt_pdf(src: Path, dest: Path, user_password: str) -> Path:
+    """``src`` encrypted; an empty user password opens it (owner password only)."""
+    writer = PdfWriter(clone_from=str(src))
+    writer.encrypt(user_password=user_password, owner_password="owner-secret", algorithm="RC4-128")
+    with dest.open("wb") as f:
+        writer.write(f)
+    return dest
+
+
+def write_docx(path: Path, title: str, sections: list[tuple[str, list[str]]]) -> Path:
+    """A Word file: a Title paragraph, then Heading 1 sections of paragraphs, and a table."""
+    doc = docx.Document()
+    doc.add_heading(title, 0)
+    for heading, paragraphs in sections:
+        doc.add_heading(heading, 1)
+        for text in paragraphs:
+            doc.add_paragraph(text)
+    table = doc.add_table(rows=2, cols=2)
+    for r, row in enumerate([("Part", "Torque"), ("wheel nut", "120 Nm")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    doc.save(str(path))
+    return path
+
+
+def write_symlink_loops(folder: Path) -> None:
+    """A link back to ``folder`` (a folder loop) and a link to itself (ELOOP)."""
+    os.symlink(folder, folder / "back-to-top")
+    os.symlink(folder / "self.txt", folder / "self.txt")
+
+
+LOREM = (
+    "Maintenance records are kept for every machine in the workshop. Each entry names "
+    "the technician, the date and the parts that were replaced. "
+)
