@@ -42,11 +42,13 @@ import torch
 
 from training.classifier.crossval import cross_validate, paired_difference
 from training.classifier.finetune import fine_tune
+from training.classifier.timing import speed
 from training.classifier.train import GRID
 from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier.finetune import FineTuneConfig, logits_of
 from typed_rag.classifier.head import (
     HeadConfig,
+    ensemble_logits,
     expected_calibration_error,
     fit_temperature,
     softmax,
@@ -233,8 +235,8 @@ class Bench:
         return out
 
     def ensemble(self, parts: list[Probs], select_y: np.ndarray) -> Probs:
-        log_sel = np.mean([np.log(np.maximum(p[0], 1e-12)) for p in parts], axis=0)
-        log_tst = np.mean([np.log(np.maximum(p[1], 1e-12)) for p in parts], axis=0)
+        log_sel = ensemble_logits([p[0] for p in parts])
+        log_tst = ensemble_logits([p[1] for p in parts])
         t = fit_temperature(log_sel, select_y)
         return softmax(log_sel, t), softmax(log_tst, t)
 
@@ -340,46 +342,6 @@ class Bench:
             "train_cpu_seconds_this_run": valid_cpu,
             "load_avg_1min_after": os.getloadavg()[0],
         }
-
-
-def speed(specs: list[str], n: int, echo: Callable[[str], None]) -> dict[str, Any]:
-    """ms per question of trained classifiers (``label=kind:folder``): one at a time, batched."""
-    from typed_rag.classifier import build_classifier
-
-    d = load_settings().classifier.data_dir
-    questions = read_nfcats_csv(split_path(d, "valid")).questions[:n]
-    out: dict[str, Any] = {}
-    for spec in specs:
-        label, rest = spec.split("=", 1)
-        kind, folder = rest.split(":", 1)
-        settings = load_settings(None, **{"classifier.path": folder, "classifier.kind": kind})
-        t0 = time.perf_counter()
-        clf = build_classifier(settings)
-        load_s = time.perf_counter() - t0
-        clf.predict_proba(questions[:8])  # warm-up
-        single = []
-        for q in questions:
-            t0 = time.perf_counter()
-            clf.predict_proba([q])
-            single.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        for start in range(0, len(questions), 64):
-            clf.predict_proba(questions[start : start + 64])
-        batched = (time.perf_counter() - t0) * 1000 / len(questions)
-        out[label] = {
-            "kind": kind,
-            "folder": folder,
-            "load_seconds": load_s,
-            "ms_per_question_single_median": float(np.median(single)),
-            "ms_per_question_single_p90": float(np.percentile(single, 90)),
-            "ms_per_question_batched_64": batched,
-            "n": len(questions),
-            "torch_threads": torch.get_num_threads(),
-            "load_avg": os.getloadavg(),
-        }
-        echo(f"speed {label}: single median {np.median(single):.1f} ms, p90 "
-             f"{np.percentile(single, 90):.1f} ms, batched {batched:.2f} ms/question")  # fmt: skip
-    return out
 
 
 def main() -> None:

@@ -184,7 +184,6 @@ def build(backend: str, model: str, settings: Any, threads: int | None, slots: i
             served_name=model,
             max_model_len=4096,
             enforce_eager=True,
-            kv_cache_gib=settings.engine.kv_cache_gib,
         )
     raise SystemExit(f"unknown backend {backend!r}")
 

@@ -20,7 +20,7 @@ Measured over all 945 Wiki-NFQA questions (question_text as the query):
   plus the dense exact scan alone on a synthetic matrix the size of the full corpus;
 - with ``--coverage N``: for N stratified questions, core sub-questions from
   ``eval.answer_coverage.judge`` (the default LLM) and the judge's answerability of each retriever's
-  top-5 passages (share of core sub-questions scoring >= eval.answerable_threshold).
+  top-5 passages (share of core sub-questions the judge scores answerable).
 
     .venv/bin/python benchmarks/hybrid_bench.py --out results.json
     .venv/bin/python benchmarks/hybrid_bench.py --stage build      # only build the indexes
@@ -160,15 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexes.dense import build_dense
     from indexes.derived_corpus import make_slice
     from typed_rag.config import load_settings, parse_overrides
-    from typed_rag.retrieval.bm25 import BM25Index
+    from typed_rag.retrieval.bm25 import BM25_PARAMS, BM25Index
     from typed_rag.retrieval.dense import DenseIndex
-    from typed_rag.retrieval.dense_dtype import compute_dtype
-    from typed_rag.retrieval.fusion import HybridRetriever
+    from typed_rag.retrieval.dense_dtype import MAX_LENGTH, compute_dtype
+    from typed_rag.retrieval.fusion import FUSION_DEPTH, RRF_K, HybridRetriever
 
     overrides: dict[str, Any] = parse_overrides(args.set)
     if args.dtype:
         overrides["retrieval.dense_dtype"] = args.dtype
-    overrides["retrieval.dense_threads"] = args.threads
     settings = load_settings(None, **overrides)
     r = settings.retrieval
     if args.index is not None:
@@ -200,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bm25: {'kept' if bm.skipped else f'built in {bm.seconds:.0f} s'} {index_dir}")
     dn = build_dense(settings, index_dir, if_missing=True)
     print(
-        f"dense ({r.dense_model}, {compute_dtype(settings)}, max_length {r.dense_max_length}): "
+        f"dense ({r.dense_model}, {compute_dtype(settings)}, max_length {MAX_LENGTH}): "
         + (
             "kept"
             if dn.skipped
@@ -214,10 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {
             "dense_model": r.dense_model,
             "dense_dtype": compute_dtype(settings),
-            "dense_max_length": r.dense_max_length,
-            "rrf_k": r.rrf_k,
-            "fusion_depth": r.fusion_depth,
-            "bm25": {"k1": r.k1, "b": r.b, "method": r.method},
+            "dense_max_length": MAX_LENGTH,
+            "rrf_k": RRF_K,
+            "fusion_depth": FUSION_DEPTH,
+            "bm25": dict(BM25_PARAMS),
             "threads": args.threads,
         },
         "dense_build": dn.to_dict(),
@@ -244,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bm25 = BM25Index.from_settings(settings, index_dir)
     bm25.warmup()
     dense = DenseIndex.from_settings(settings, index_dir)
-    hybrid = HybridRetriever(bm25, dense, r.rrf_k, r.fusion_depth)
+    hybrid = HybridRetriever(bm25, dense)
     retrievers = {"bm25": bm25, "dense": dense, "hybrid": hybrid}
     kmax = max(KS)
     finder = HitFinder()
@@ -305,13 +304,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.coverage:
         from eval.data.labels import default_labels_path, load_labels
-        from eval.data.selection import stratified_sample
+        from eval.data.selection import SAMPLE_SEED, stratified_sample
 
         lp = default_labels_path(settings)
         labels = load_labels(lp) if lp.is_file() else {}
         known = load_decompositions(args.decompositions) if args.decompositions else None
         pool = [rec for rec in records if rec.question_id in known] if known else records
-        chosen = stratified_sample(pool, labels, args.coverage, settings.eval.sample_seed)
+        chosen = stratified_sample(pool, labels, args.coverage, SAMPLE_SEED)
         pos = {rec.question_id: i for i, rec in enumerate(records)}
         contexts = {
             name: [hits_by[name][pos[rec.question_id]][: r.top_k] for rec in chosen]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from typed_rag.classifier import build_classifier
+from typed_rag.classifier.base import BATCH_SIZE
 from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier.metrics import format_confidence_table, format_report
 from typed_rag.config import Settings
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--embedder",
         help="sentence model name or folder: the head's embedder, or the encoder to fine-tune "
-        "(default: classifier.embedder)",
+        "(default: all-MiniLM-L6-v2)",
     )
     train.add_argument("--seed", type=int, default=42, help="seed of every random step (42)")
     train.add_argument("--train", type=Path, help="train CSV (default: <data_dir>/train.csv)")
@@ -104,9 +105,10 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
 def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path | None:
     """The existing artefact if it loads and was trained with the requested encoder, seed and
     lexical part (or none)."""
-    from typed_rag.classifier import embedding_head, finetune  # heavy: torch
+    from training.classifier.train import EMBEDDER, joins_lexical  # heavy: torch
+    from typed_rag.classifier import embedding_head, finetune
 
-    wanted = args.embedder or settings.classifier.embedder
+    wanted = args.embedder or EMBEDDER
     if args.train is not None or args.valid is not None:
         return None
     try:
@@ -124,7 +126,7 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
             trained_on, seed, lexical = meta.embedder, meta.seed, meta.lexical
     except UserError:
         return None
-    same_features = (lexical is not None) == settings.classifier.wants_lexical(kind)
+    same_features = (lexical is not None) == joins_lexical(kind)
     return path if trained_on == wanted and seed == args.seed and same_features else None
 
 
@@ -134,7 +136,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     data = read_nfcats_csv(args.data or split_path(settings.classifier.data_dir, "valid"))
     classifier = build_classifier(settings)
     threshold = settings.classifier.min_confidence
-    res = evaluate(classifier, data, threshold, batch_size=settings.classifier.batch_size * 4)
+    res = evaluate(classifier, data, threshold, batch_size=BATCH_SIZE * 4)
     print(f"{classifier.name} on {data.path} ({res.seconds:.1f} s)")
     print(format_report(res.report))
     print("\ntop-1 probability thresholds\n" + format_confidence_table(res.confidence))

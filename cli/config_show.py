@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from typed_rag.config import Settings
+from typed_rag.config import DEFAULT_HOME, REPO_ROOT, Settings
 
 
 @dataclass(frozen=True)
@@ -27,19 +27,21 @@ class SettingRow:
 
 
 def setting_rows(settings: Settings) -> list[SettingRow]:
-    """The leaf settings of ``settings``, in declaration order (sections expanded)."""
-    return list(_rows(type(settings), settings, Settings(), ""))
+    """The leaf settings of ``settings``, in declaration order (sections expanded); the
+    defaults are the declared ones, whatever the environment sets."""
+    return list(_rows(type(settings), settings, ""))
 
 
-def _rows(model: type[BaseModel], value: BaseModel, default: BaseModel, prefix: str):
+def _rows(model: type[BaseModel], value: BaseModel, prefix: str):
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         sub = getattr(value, name)
         if isinstance(sub, BaseModel):
-            yield from _rows(type(sub), sub, getattr(default, name), f"{key}.")
+            yield from _rows(type(sub), sub, f"{key}.")
             continue
         description = " ".join((field.description or "").split())
-        yield SettingRow(key, _plain(getattr(default, name)), _plain(sub), description)
+        default = field.get_default(call_default_factory=True)
+        yield SettingRow(key, _plain(default), _plain(sub), description)
 
 
 def _plain(value: Any) -> Any:
@@ -63,9 +65,23 @@ def markdown(rows: list[SettingRow]) -> str:
         "|---|---|---|",
     ]
     for row in rows:
-        default = json.dumps(row.default).replace("|", "\\|")
+        default = json.dumps(_portable(row.default)).replace("|", "\\|")
         lines.append(f"| `{row.key}` | `{default}` | {row.description.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def _portable(value: Any) -> Any:
+    """A default path as it reads on any machine: the default home as ``~/.cache/typed-rag``,
+    the repository's parent as ``<repo>/..``."""
+    if not isinstance(value, str):
+        return value
+    for root, name in (
+        (str(DEFAULT_HOME), "~/.cache/typed-rag"),
+        (str(REPO_ROOT.parent), "<repo>/.."),
+    ):
+        if value == root or value.startswith(root + "/"):
+            return name + value[len(root) :]
+    return value
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:

@@ -24,6 +24,7 @@ from cli.eval_shared import (
 )
 from eval import constraints
 from eval.data.labels import default_labels_path, load_labels
+from eval.judging.resample import MAX_RESAMPLES
 from eval.runs.manifest import scorer_name, write_manifest
 from eval.runs.resume import EvalAborted
 from typed_rag import engines
@@ -118,7 +119,7 @@ def cmd_constraints_set(args: argparse.Namespace, settings: Settings) -> int:
                 labels=labels,
                 seed=args.seed,
                 llm_seed=writer.sampling.seed,
-                max_resamples=settings.eval.max_resamples,
+                max_resamples=MAX_RESAMPLES,
                 temperature=writer.sampling.temperature,
                 top_p=writer.sampling.top_p,
             )

@@ -232,7 +232,6 @@ def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
                 methods=[*methods, *(arm.name for arm in arms)],
                 lookup=index_lookup(settings),
                 references=reference_items(records, types),
-                threshold=settings.eval.coverage_threshold,
                 fragments=not args.answers_only,
                 batch_size=args.batch_size,
                 on_progress=_progress(not args.no_progress),

@@ -92,7 +92,6 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
                 engine,
                 model=scorer_name(scorer),
                 lookup=index_lookup(settings),
-                seed=settings.eval.sample_seed,
             )
 
     check = asyncio.run(go())

@@ -98,8 +98,6 @@ def cmd_support(args: argparse.Namespace, settings: Settings) -> int:
                 methods=methods,
                 lookup=index_lookup(settings),
                 batch_size=args.batch_size,
-                n_boot=settings.eval.bootstrap,
-                seed=settings.eval.sample_seed,
                 on_progress=progress,
                 meta={"run_dir": str(args.run_dir)},
             )

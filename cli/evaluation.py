@@ -40,7 +40,7 @@ from eval.data.labels import (
 )
 from eval.data.methods import parse_methods
 from eval.data.routes import CLASSIFIED
-from eval.data.selection import select_questions
+from eval.data.selection import SAMPLE_SEED, select_questions
 from eval.data.wikinfqa import parse_subsets
 from eval.reports.report import write_report
 from eval.runs.distributed import DistributedEvalRunner
@@ -222,7 +222,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         labels,
         args.limit,
         args.sample,
-        settings.eval.sample_seed,
+        SAMPLE_SEED,
         _type_list(args.types),
         args.first,
     )

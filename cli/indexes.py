@@ -36,19 +36,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--on-error",
         choices=("skip", "stop"),
-        help="malformed rows: skip and count them, or stop at the first (default: corpus.on_error)",
+        help="malformed rows: skip and count them, or stop at the first (default: skip)",
     )
     build.add_argument(
         "--if-missing",
         action="store_true",
         help="do nothing if an index built from the same corpus and parameters exists",
     )
-    build.add_argument("--k1", type=float, help="BM25 k1 (default: retrieval.k1)")
-    build.add_argument("--b", type=float, help="BM25 b (default: retrieval.b)")
+    build.add_argument("--k1", type=float, help="BM25 k1 (default: 0.9)")
+    build.add_argument("--b", type=float, help="BM25 b (default: 0.4)")
     build.add_argument(
         "--method",
         choices=("lucene", "robertson", "atire", "bm25l", "bm25+"),
-        help="BM25 variant (default: retrieval.method)",
+        help="BM25 variant (default: lucene)",
     )
     build.add_argument("--limit", type=int, help="index only the first N good rows")
     build.add_argument(
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--labels",
         type=Path,
-        help="question-type labels JSON (eval label); default: eval.labels_path if present",
+        help="question-type labels JSON (eval label); default: <home>/eval/wikinfqa-labels.json if present",
     )
     ev.add_argument("--latency-queries", type=int, default=50, help="questions timed one by one")
     ev.add_argument("--batch", type=int, default=16, help="questions per batched search call")

@@ -3,9 +3,9 @@
 Pass 1 reads the corpus in chunks: each passage goes to the passage store, its title and
 text are analysed to term ids (bm25s's analysis, see :mod:`typed_rag.retrieval.analyzer`;
 vocabulary grown incrementally), and the chunk's (term, term frequency) postings are
-appended to temporary files on disk. Stemming runs in ``workers`` forked processes while this
-process reads, assigns term ids in corpus order and writes postings, so the result is
-byte-identical to an in-process build (``workers=0``). Only the vocabulary and two
+appended to temporary files on disk. Stemming runs in ``workers`` forked processes
+(:mod:`indexes.stem_pool`) while this process reads, assigns term ids in corpus order and
+writes postings, so the result is byte-identical to an in-process build (``workers=0``). Only the vocabulary and two
 int32 per-passage arrays stay in memory.
 
 Pass 2 (:mod:`indexes.score_matrix`) writes the CSC score matrix bm25s loads from those
@@ -29,11 +29,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import multiprocessing
-import multiprocessing.pool
 import os
 import shutil
-import threading
 import time
 from array import array
 from collections import deque
@@ -44,16 +41,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from tqdm._monitor import TMonitor
 from tqdm.auto import tqdm
 
 import typed_rag.retrieval.manifest as mf
 from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats, resolve_corpus
 from indexes.freshness import corpus_fingerprint, stale_reason
 from indexes.score_matrix import TF_FILE, TID_FILE, write_csc
+from indexes.stem_pool import default_workers, start_pool, stems_in_worker
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER, Analyzer
+from typed_rag.retrieval.bm25 import BM25_PARAMS
 from typed_rag.retrieval.store import PassageStoreWriter
 from typed_rag.retrieval.vocab import write_hashed_vocab
 
@@ -129,7 +127,7 @@ def build_index(
     try:
         report = build_into(
             tmp,
-            CorpusReader(corpus_path, on_error or settings.corpus.on_error, limit=limit),
+            CorpusReader(corpus_path, on_error or "skip", limit=limit),
             params=params,
             analyzer=analyzer,
             show_progress=show_progress,
@@ -153,12 +151,12 @@ def bm25_params(
     b: float | None = None,
     method: str | None = None,
 ) -> dict[str, Any]:
-    """The BM25 parameters of a build: ``retrieval.*`` unless given, checked."""
-    r = settings.retrieval
+    """The BM25 parameters of a build: :data:`~typed_rag.retrieval.bm25.BM25_PARAMS` unless
+    given, checked (``settings`` is accepted for the callers' sake; no setting changes them)."""
     params = {
-        "k1": float(r.k1 if k1 is None else k1),
-        "b": float(r.b if b is None else b),
-        "method": method or r.method,
+        "k1": float(BM25_PARAMS["k1"] if k1 is None else k1),
+        "b": float(BM25_PARAMS["b"] if b is None else b),
+        "method": method or BM25_PARAMS["method"],
         "delta": 0.5,
     }
     _check_params(params)
@@ -212,7 +210,7 @@ def build_into(
     analyze = Analyzer(analyzer, grow=True)
     doc_len = array("i")  # tokens per passage (after stop words)
     doc_terms = array("i")  # distinct terms per passage = postings per passage
-    pool = _start_pool(workers, analyzer) if workers > 0 else None
+    pool = start_pool(workers, analyzer) if workers > 0 else None
     pending: deque[AsyncResult[list[str]]] = deque()
 
     with (
@@ -244,7 +242,7 @@ def build_into(
                 # Worker processes stem; this process keeps reading, assigns term ids
                 # in corpus order (so the vocabulary equals a sequential build's) and
                 # writes postings. At most 2 chunks per worker are in flight.
-                pending.append(pool.apply_async(_stems_in_worker, (batch,)))
+                pending.append(pool.apply_async(stems_in_worker, (batch,)))
                 while len(pending) > 2 * workers:
                     add_postings(analyze.ids_from_stems(pending.popleft().get()))
             while pending:
@@ -314,45 +312,6 @@ def _batches(reader: RowSource, store: PassageStoreWriter, size: int) -> Iterato
             batch = []
     if batch:
         yield batch
-
-
-_worker_analyzer: Analyzer | None = None
-
-
-def _init_worker(config: dict[str, Any]) -> None:
-    global _worker_analyzer
-    _worker_analyzer = Analyzer(config)
-
-
-def _stems_in_worker(texts: list[str]) -> list[str]:
-    assert _worker_analyzer is not None
-    return _worker_analyzer.stems(texts)
-
-
-def _start_pool(workers: int, config: dict[str, Any]) -> multiprocessing.pool.Pool | None:
-    """A fork-started pool, or None (build in-process) where fork is unsafe or missing.
-
-    fork, not spawn: spawn re-imports the caller's main module, which breaks any script
-    without an ``if __name__ == "__main__"`` guard. Forking is safe only while this
-    process runs a single thread, so the pool is started before any progress bar.
-    (A server that builds while serving gets an in-process build.)
-    """
-    # tqdm's monitor thread is harmless here: workers never touch tqdm or its lock.
-    others = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.current_thread() and not isinstance(t, TMonitor)
-    ]
-    if others or "fork" not in multiprocessing.get_all_start_methods():
-        log.debug("building in-process: threads are running or fork is unavailable")
-        return None
-    ctx = multiprocessing.get_context("fork")
-    return ctx.Pool(workers, initializer=_init_worker, initargs=(config,))
-
-
-def default_workers() -> int:
-    """Stemming processes for a build: one per core, at most 8 (0 = in-process)."""
-    return max(1, min(os.cpu_count() or 1, 8))
 
 
 def _chunk_postings(

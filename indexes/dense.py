@@ -36,7 +36,7 @@ from typed_rag.retrieval.dense import (
     load_dense_encoder,
     store_identity,
 )
-from typed_rag.retrieval.dense_dtype import compute_dtype, with_index_dtype
+from typed_rag.retrieval.dense_dtype import BATCH_SIZE, MAX_LENGTH, compute_dtype, with_index_dtype
 from typed_rag.retrieval.store import PassageStore
 from typed_rag.retrieval.text import encoder_text
 
@@ -120,7 +120,7 @@ def build_dense(
             "n": n,
             "dtype": STORED_DTYPE,
             "compute_dtype": compute_dtype(settings),
-            "max_length": r.dense_max_length,
+            "max_length": MAX_LENGTH,
             "text": "title. text",
             "normalized": True,
             "store": store_identity(index_dir, n),
@@ -164,7 +164,7 @@ def build_dense(
             while done < n:
                 stop = min(n, done + chunk_size)
                 texts = [encoder_text(store.get(i)) for i in range(done, stop)]
-                emb[done:stop] = encode(model, texts, r.dense_batch_size).astype(STORED_DTYPE)
+                emb[done:stop] = encode(model, texts, BATCH_SIZE).astype(STORED_DTYPE)
                 emb.flush()
                 done = stop
                 mf.write_manifest(

@@ -114,8 +114,6 @@ class RerankerSettings(BaseModel):
     """Bi-encoder reranker: a registry name or a local sentence-transformers folder."""
     device: str | None = None
     """Torch device of the reranker, e.g. ``cuda:0`` (pins FlagEmbedding to one device)."""
-    batch_size: int = 32
-    """(query, passage) pairs or passages per forward pass of the reranker."""
 
 
 class ClassifierSettings(BaseModel):
@@ -221,33 +219,54 @@ class EngineSettings(BaseModel):
 class DocumentSettings(BaseModel):
     """Collections of one's own files (``index build --docs``): their limits."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     max_file_mb: float = Field(default=50.0, gt=0)  # larger files are skipped, with the reason
+    """Files larger than this (MB) are skipped, with the reason."""
 
 
 class ServerSettings(BaseModel):
     """HTTP server and its back-pressure limits."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     host: str = "127.0.0.1"
+    """Address the HTTP server listens on."""
     port: int = 8000
+    """Port the HTTP server listens on."""
     api_key: str | None = None
+    """Bearer key every request must carry (none: no authentication)."""
     max_queue: int = 32
+    """Requests that may wait for a slot; beyond them a request gets 429."""
     max_concurrent: int = 4
+    """Requests answered at once; the others wait in the queue, first come first served."""
     # Extra running slots only short requests (``llm``, or ``rag`` with a small max_tokens)
     # may take while long ones fill the others, so they never wait behind typed pipelines.
     short_slots: int = Field(default=1, ge=0)
+    """Extra slots only short requests (``llm``, or ``rag`` with a small max_tokens) may take."""
     request_timeout_s: float = 600.0
+    """Seconds a request may take, queueing included, before it gets 504."""
     max_top_k: int = Field(default=20, ge=1)  # the largest top_k a request may ask (400 beyond)
+    """The largest ``top_k`` a request may ask for (400 beyond)."""
     max_input_chars: int = 4000
+    """The longest message a request may send, in characters."""
     max_body_bytes: int = 1_048_576  # larger request bodies get 413
+    """Larger request bodies get 413."""
     max_json_depth: int = 32  # deeper JSON nesting is refused (400) before it is decoded
+    """Deeper JSON nesting is refused (400) before it is decoded."""
     sse_keepalive_s: float = 15.0  # SSE comment sent while a stream waits on its plan rounds
+    """Seconds between SSE comments sent while a stream waits on its plan rounds."""
     ui: bool = True
+    """Mount the Gradio demo at ``/ui``."""
     # Once ready, prefill the typed pipelines' plan prompts (in the engine's queue, ~20 s
     # on a 2-core CPU) so that the first question of each type skips their fixed part.
     warm_prompts: bool = True
+    """Once ready, prefill the typed pipelines' plan prompts, so that the first question of
+    each type skips their fixed part."""
     # /health says ready only after the classifier, retrieval and the engine have served
     # one internal request (encoders loaded, BM25 compiled), so the first user is not slower.
     warm_up: bool = True
+    """``/health`` says ready only after one internal request has gone through every stage."""
 
 
 class ConversationSettings(BaseModel):
@@ -302,6 +321,10 @@ class EvalSettings(BaseModel):
     judge_source_talk: Literal["keep", "strip"] = "keep"
     """... and with or without its sentences that vouch for its sources ("This answer is
     supported by the references."; :mod:`typed_rag.finishing.source_talk`)."""
+    store_passage_text: bool = True
+    """Keep passage texts in ``answers.jsonl`` (the context judges read them); false for runs
+    committed under ``results/``, where ids, titles and scores suffice (the index has the
+    text)."""
     route: Literal["labels", "classifier", "labels-factoid", "labels-classifier"] = "labels"
     """How typed-rag picks a question's pipeline in an evaluation: ``labels`` follows the
     run's recorded type (the paper's protocol), ``classifier`` routes as the server does,

@@ -25,6 +25,10 @@ from typed_rag.json_reply import PlanError, extract_json
 from typed_rag.messages import Messages
 
 MAX_QUESTION_CHARS = 400
+# What the rewrite sees of the history: the last 6 messages (three exchanges), each cut to
+# 600 characters, enough to name what a follow-up refers to without a long prompt.
+MAX_TURNS = 6
+MAX_TURN_CHARS = 600
 
 REWRITE_SCHEMA: dict[str, Any] = {
     "title": "standalone_question",
@@ -89,7 +93,11 @@ def needs_rewrite(message: str) -> bool:
 
 
 def rewrite_messages(
-    history: Sequence[Turn], message: str, *, max_turns: int = 6, max_turn_chars: int = 600
+    history: Sequence[Turn],
+    message: str,
+    *,
+    max_turns: int = MAX_TURNS,
+    max_turn_chars: int = MAX_TURN_CHARS,
 ) -> Messages:
     """The rewrite prompt: the last ``max_turns`` turns (each cut to ``max_turn_chars``)."""
     lines = []

@@ -177,7 +177,11 @@ ROUTE_ONLY: dict[str, tuple[str, ...]] = {"FACTOID": ("factoid_guidance",)}
 
 
 class _MethodSettingsBase(BaseModel):
-    profile: Literal["paper", "fast"] = "fast"
+    profile: Literal["paper", "fast"] = Field(
+        "fast",
+        description="The method options' starting values: 'fast' (the default: what was measured "
+        "to help) or 'paper' (the paper's pipeline); an explicit option overrides its value.",
+    )
 
     @field_validator("own_knowledge_types", mode="before", check_fields=False)
     @classmethod

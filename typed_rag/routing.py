@@ -86,9 +86,7 @@ async def make_standalone(ctx: Context, history: Sequence[Turn]) -> bool:
         ctx.result.rewrite = {"question": original, "rewritten": False, "skipped": reason}
         return False
     trace: dict[str, Any] = {}
-    messages = rewrite_messages(
-        history, original, max_turns=conv.max_turns, max_turn_chars=conv.max_turn_chars
-    )
+    messages = rewrite_messages(history, original)
     standalone = await ctx.plan("rewrite", messages, REWRITE_SCHEMA, parse_rewrite, trace)
     if standalone is None:
         ctx.fallback("rewrite: reply unparseable -> the message used as the question")

@@ -43,6 +43,12 @@ from typed_rag.engines.base import ChatRequest, Engine
 
 WEIGHTS: dict[str, float] = {"core": 1.0, "background": 0.5, "follow_up": -1.0}
 MAX_PASSAGE_CHARS = 700
+# The judge's output budget (decomposition, answerability, compliance): the paper's 512, so
+# no JSON reply is cut off.
+COVERAGE_MAX_TOKENS = 512
+# A passage set "can answer" a core sub-question when the judge scores it at least this on
+# 0-5: agreement with the CRUX grades 0.65 at 3, no better at 2, 4 or 5 (docs/experiments.md).
+ANSWERABLE_THRESHOLD = 3
 
 _SUBQ_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PER_KIND}
 # Keys of the schemas below in the order committed results were decoded with (llama.cpp
@@ -195,8 +201,8 @@ class CoverageJudge(Judge):
         self,
         engine: Engine,
         *,
-        max_tokens: int = 512,
-        answerable_threshold: int = 3,
+        max_tokens: int = COVERAGE_MAX_TOKENS,
+        answerable_threshold: int = ANSWERABLE_THRESHOLD,
         **sampling: Any,
     ) -> None:
         super().__init__(engine, max_tokens=max_tokens, **sampling)
@@ -206,11 +212,11 @@ class CoverageJudge(Judge):
     def from_settings(
         cls, engine: Engine, settings: Settings, scorer_settings: Settings | None = None
     ) -> CoverageJudge:
-        """Judge options from the run's ``settings.eval``; sampling as :meth:`Judge.sampling_from`."""
+        """The judge with its sampling as :meth:`Judge.sampling_from`."""
         return cls(
             engine,
-            max_tokens=settings.eval.coverage_max_tokens,
-            answerable_threshold=settings.eval.answerable_threshold,
+            max_tokens=COVERAGE_MAX_TOKENS,
+            answerable_threshold=ANSWERABLE_THRESHOLD,
             **cls.sampling_from(settings, scorer_settings),
         )
 

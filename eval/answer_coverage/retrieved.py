@@ -3,7 +3,7 @@
 For a sample of questions, each question's core sub-questions come from the coverage
 judge's decomposition (made once, or reused from an eval run's ``subquestions.jsonl``);
 then the judge scores, per retriever, how well its top passages alone answer each of
-them (0-5, answerable at ``eval.answerable_threshold`` and above). Used to compare
+them (0-5, answerable at ``ANSWERABLE_THRESHOLD`` and above). Used to compare
 retrievers side by side (``benchmarks/hybrid_bench.py --coverage N``).
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from eval.answer_coverage.judge import (
     ANSWERABILITY_SCHEMA,
+    ANSWERABLE_THRESHOLD,
     CoverageJudge,
     answerability_messages,
 )
@@ -49,7 +50,7 @@ def context_coverage(
     judge each retriever's top-5 passages."""
     engine = build_engine(settings)
     judge = CoverageJudge.from_settings(engine, settings)
-    thr = settings.eval.answerable_threshold
+    thr = ANSWERABLE_THRESHOLD
 
     async def run() -> dict[str, Any]:
         await engine.start()

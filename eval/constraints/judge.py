@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval.answer_coverage.judge import COVERAGE_MAX_TOKENS
 from eval.answer_coverage.parse import BAD_SHAPE, NO_JSON
 from eval.constraints.dataset import SYSTEM_PROMPT
 from eval.constraints.topics import as_sentence
@@ -153,7 +154,7 @@ class ComplianceJudge(Judge):
     ) -> ComplianceJudge:
         return cls(
             engine,
-            max_tokens=settings.eval.coverage_max_tokens,
+            max_tokens=COVERAGE_MAX_TOKENS,
             **cls.sampling_from(settings, scorer_settings),
         )
 

@@ -27,7 +27,7 @@ from eval.constraints.runner import (
 )
 from eval.constraints.topics import topics_overlap
 from eval.data.labels import REPORT_TYPE_ORDER, UNLABELLED
-from eval.reports.linkage_metrics import estimate
+from eval.reports.linkage_metrics import N_BOOT, SEED, estimate
 from eval.reports.paired import ALL, diff_cells, pair_rows, row_scores
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
@@ -90,7 +90,7 @@ def build_constraints_report(run_dir: Path, settings: Settings) -> dict[str, Any
         manifest = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     present = {r["arm"] for r in answers} | {r["arm"] for r in judgements}
     arms = [a for a in ARMS if a in present]
-    n_boot, seed = settings.eval.bootstrap, settings.eval.sample_seed
+    n_boot, seed = N_BOOT, SEED
 
     ok_by_arm: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in judgements:

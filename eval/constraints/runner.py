@@ -28,6 +28,7 @@ from eval.constraints.judge import ComplianceItem, ComplianceJudge, compliance
 from eval.data.labels import QuestionLabel
 from eval.data.methods import parse_choices
 from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import REFERENCE_SEED
 from eval.judging.linkage_prob import build_scorer
 from eval.judging.view import JudgeView
 from eval.runs.batches import answer_each, result_dict, score_chunk
@@ -41,6 +42,7 @@ from eval.runs.resume import (
     split_pending,
     store_batch,
 )
+from eval.runs.runner import BATCH_SIZE, SCORE_BATCH_SIZE
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
@@ -149,6 +151,8 @@ class ConstraintRunner:
         self.answerers = answerers
         self._scorer = lazy(scorer_engine, "generate")
         self.progress = progress
+        self.batch_size = BATCH_SIZE
+        self.score_batch_size = SCORE_BATCH_SIZE
         self.answers = JsonlStore(self.run_dir / ANSWERS, key=arm_question_key)
         self.judgements = JsonlStore(self.run_dir / JUDGEMENTS, key=arm_question_key)
         self.references = references
@@ -188,7 +192,7 @@ class ConstraintRunner:
         if not pending:
             return counts
         answerer = await self.answerers.get(arm_settings(self.settings, arm))
-        size = max(1, self.settings.eval.batch_size)
+        size = max(1, self.batch_size)
         with self._bar(len(pending), f"answer {arm}") as bar:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
@@ -258,7 +262,7 @@ class ConstraintRunner:
             await self._scorer.get(), self.settings, self.scorer_settings
         )
         name = scorer_name(self.scorer_settings)
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         with self._bar(len(todo), "judge") as bar:
             for start in range(0, len(todo), size):
                 chunk = todo[start : start + size]
@@ -324,13 +328,13 @@ class ConstraintRunner:
             for it in items
         }
         todo = [(arm, references[it.question_id], a) for arm, it, a in answered]
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         name = scorer_name(self.scorer_settings)
         with self._bar(len(todo), "linkage") as bar:
             for start in range(0, len(todo), size):
                 chunk = todo[start : start + size]
                 rows = await score_chunk(
-                    scorer, chunk, self.settings.eval.reference_seed, name, labels,
+                    scorer, chunk, REFERENCE_SEED, name, labels,
                     JudgeView.from_settings(self.settings.eval),
                 )  # fmt: skip
                 for row in rows:

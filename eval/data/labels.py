@@ -59,7 +59,7 @@ class QuestionLabel:
 
 
 def default_labels_path(settings: Settings) -> Path:
-    return settings.eval.labels_path or settings.home / "eval" / "wikinfqa-labels.json"
+    return settings.home / "eval" / "wikinfqa-labels.json"
 
 
 def classify_questions(

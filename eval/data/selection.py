@@ -59,6 +59,10 @@ def _even_split(sizes: Mapping[str, int], size: int) -> dict[str, int]:
     return alloc
 
 
+# The seed of ``eval run --sample``: the same sample on every machine and rerun.
+SAMPLE_SEED = 42
+
+
 def stratified_sample(
     records: Sequence[WikiNFQARecord],
     labels: Mapping[str, QuestionLabel],

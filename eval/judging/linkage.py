@@ -53,6 +53,13 @@ class Reference:
     label: int
 
 
+# The seed of every reference list (with the question id), so that every run and method
+# compares against the same references; a run's fingerprint records it.
+REFERENCE_SEED = 42
+# The paper's output budget for a LINKAGE verdict: a verdict is never cut off.
+SCORER_MAX_TOKENS = 512
+
+
 def reference_rng(seed: int, question_id: str) -> random.Random:
     """A generator that depends only on (seed, question id); str seeds hash stably (SHA-512)."""
     return random.Random(f"{seed}:{question_id}")
@@ -201,7 +208,7 @@ class LinkageScorer(Judge):
         return cls(
             engine,
             off_by_one=settings.eval.paper_off_by_one,
-            max_tokens=settings.eval.scorer_max_tokens,
+            max_tokens=SCORER_MAX_TOKENS,
             **cls.sampling_from(settings, scorer_settings),
         )
 

@@ -21,6 +21,12 @@ T = TypeVar("T")
 
 OK = "ok"
 RESAMPLE_TEMPERATURE = 0.7
+# Judges (LINKAGE, coverage, compliance) decode greedily, so the same answer always gets the
+# same verdict (docs/evaluation.md); a run's fingerprint records it.
+JUDGE_TEMPERATURE = 0.0
+# Extra rounds, each with a new seed, for judge replies that do not parse; what still fails
+# is counted and reported, never guessed.
+MAX_RESAMPLES = 3
 
 
 @dataclass(frozen=True)
@@ -134,13 +140,13 @@ class Judge:
 
     @staticmethod
     def sampling_from(settings: Settings, scorer_settings: Settings | None) -> dict[str, Any]:
-        """Resampling and the judge temperature (default 0: deterministic) from the run's
-        ``settings.eval``; seed and top-p from the scorer's settings (default ``settings``)."""
+        """Resampling (:data:`MAX_RESAMPLES`) and the judge temperature (0: deterministic);
+        seed and top-p from the scorer's settings (default ``settings``)."""
         sampling = (scorer_settings or settings).sampling
         return {
-            "max_resamples": settings.eval.max_resamples,
+            "max_resamples": MAX_RESAMPLES,
             "seed": sampling.seed,
-            "temperature": settings.eval.judge_temperature,
+            "temperature": JUDGE_TEMPERATURE,
             "top_p": sampling.top_p,
         }
 

@@ -18,9 +18,12 @@ from typing import Any
 
 from eval.data.labels import QuestionLabel
 from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import REFERENCE_SEED
 from eval.judging.protocols import Judgement, ensemble, gated, judge, parse_protocol
+from eval.judging.resample import JUDGE_TEMPERATURE
 from eval.judging.validity import Candidate, build_candidates, pick_questions, validity
 from eval.reports.figures import plt
+from eval.reports.linkage_metrics import N_BOOT
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
 from typed_rag import engines, system
@@ -96,7 +99,7 @@ async def judge_candidates(
                         protocol,
                         engine,
                         [c.item for c in chunk],
-                        temperature=judge_settings.eval.judge_temperature,
+                        temperature=JUDGE_TEMPERATURE,
                         seed=judge_settings.sampling.seed,
                     )
                     wall = (time.perf_counter() - t0) / len(chunk)
@@ -254,21 +257,19 @@ def run_validity(
     for p in protocols:
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)
-    picked = pick_questions(records, questions, seed, settings.eval.reference_seed)
+    picked = pick_questions(records, questions, seed, REFERENCE_SEED)
     if not picked:
         raise UserError(
             "no question has graded answers beyond its LINKAGE references: judge validity "
             "needs a spare grade-3 answer and a spare answer of another grade per question"
         )
     pool = asyncio.run(generate_pool(settings, picked[:pool_size], out, progress))
-    candidates = build_candidates(
-        picked, pool, labels, seed, settings.eval.reference_seed, appended=appended
-    )
+    candidates = build_candidates(picked, pool, labels, seed, REFERENCE_SEED, appended=appended)
     candidates.sort(key=lambda c: (c.question_id, c.key))  # a question's prompts share a prefix
     asyncio.run(judge_candidates(protocols, judge_settings, candidates, out, progress=progress))
     # The default judge is the default protocol on the generator's own model.
     default = (settings.eval.judge_protocol, scorer_name(settings))
-    summary = summarize(candidates, out, default, ensembles, settings.eval.bootstrap)
+    summary = summarize(candidates, out, default, ensembles, N_BOOT)
     (out / "summary.md").write_text(render(summary) + "\n", encoding="utf-8")
     plot_quality_by_kind(summary, out / "quality_by_grade.png")
     return summary

@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+N_BOOT = 1000  # bootstrap resamples of a reported 95% interval: stable to about 0.001 here
+SEED = 42  # the resampling seed: the same run always reports the same interval
+
 
 def reciprocal_rank(rank: int) -> float:
     if rank < 1:

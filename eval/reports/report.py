@@ -27,7 +27,7 @@ from eval.data.methods import METHODS
 from eval.data.wikinfqa import SUBSETS
 from eval.judging.linkage import EMPTY_CANDIDATE
 from eval.reports.figures import plot_mpr_by_type
-from eval.reports.linkage_metrics import Estimate, estimate
+from eval.reports.linkage_metrics import N_BOOT, SEED, Estimate, estimate
 from eval.reports.markdown import ALL, est_of, render_markdown
 from eval.reports.paired import (
     cites_shown_passage,
@@ -44,6 +44,9 @@ from typed_rag.errors import UserError
 from typed_rag.store import JsonlStore
 
 FIGURE = "mpr_by_type.png"
+# A verdict that never parsed is left out of the means and counted in the report ("worst"
+# would rank it last instead): an unparsed reply says nothing of the answer.
+UNPARSED = "exclude"
 
 
 @dataclass
@@ -65,8 +68,8 @@ def _order(values: Iterable[str], preferred: Sequence[str]) -> list[str]:
 def _metric(rows: Iterable[dict[str, Any]], which: str, settings: Settings) -> Estimate:
     """MRR or MPR of scored rows (expected values for verdict distributions)."""
     col = 0 if which == "mrr" else 1
-    vals = [v[col] for r in rows if (v := row_scores(r, settings.eval.unparsed)) is not None]
-    return estimate(vals, n_boot=settings.eval.bootstrap, seed=settings.eval.sample_seed)
+    vals = [v[col] for r in rows if (v := row_scores(r, UNPARSED)) is not None]
+    return estimate(vals, n_boot=N_BOOT, seed=SEED)
 
 
 def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
     answers = _records(run_dir / ANSWERS)
     scores = _records(run_dir / SCORES)
     coverage = _records(run_dir / COVERAGE)
-    unparsed = settings.eval.unparsed
+    unparsed = UNPARSED
     methods = _order({r["method"] for r in answers} | {r["method"] for r in scores}, METHODS)
     subsets = _order({r["subset"] for r in scores}, SUBSETS)
     types = _order({r.get("type") or UNLABELLED for r in scores}, REPORT_TYPE_ORDER)
@@ -115,7 +118,7 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
             "statuses": dict(statuses),
         }
 
-    boot = (settings.eval.bootstrap, settings.eval.sample_seed)
+    boot = (N_BOOT, SEED)
     retrieving = [m for m in methods if m != "llm"]
     labels_file = run_dir / RUN_LABELS
     return {
@@ -127,7 +130,7 @@ def build_report(run_dir: Path, settings: Settings) -> dict[str, Any]:
         "judge": (manifest.get("fingerprint") or {}).get("judge") or {},
         "reference_seed": manifest.get("reference_seed"),
         "unparsed": unparsed,
-        "bootstrap": settings.eval.bootstrap,
+        "bootstrap": N_BOOT,
         "methods": methods,
         "subsets": subsets,
         "types": types,
@@ -192,7 +195,7 @@ def _cost(
 
 def _coverage(rows: list[dict[str, Any]], methods: list[str], settings: Settings) -> dict[str, Any]:
     def est(values: list[float]) -> dict[str, Any]:
-        return estimate(values, settings.eval.bootstrap, settings.eval.sample_seed).to_dict()
+        return estimate(values, N_BOOT, SEED).to_dict()
 
     out: dict[str, Any] = {}
     for method in methods:

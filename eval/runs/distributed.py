@@ -28,15 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.runs.batches import ChunkAnswers, answer_chunk, score_chunk
-from eval.judging.view import JudgeView
 from eval.data.labels import QuestionLabel
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import REFERENCE_SEED
 from eval.judging.linkage_prob import build_scorer as build_linkage_scorer
+from eval.judging.view import JudgeView
+from eval.runs.batches import ChunkAnswers, answer_chunk, score_chunk
 from eval.runs.manifest import scorer_name
 from eval.runs.ray_cluster import LOCAL, WorkerPlan, connect, plan_workers
 from eval.runs.resume import EvalAborted, Lazy, PhaseCounts
 from eval.runs.runner import EvalRunner, RunStats
-from eval.data.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines import build_engine
 from typed_rag.errors import UserError
@@ -102,7 +103,7 @@ class EvalWorker:
             await self._answerer.close()  # the generator leaves before the scorer loads
             engine = await self._engine.get()
             self._scorer = build_linkage_scorer(engine, self.settings, self.scorer_settings)
-        seed = self.settings.eval.reference_seed
+        seed = REFERENCE_SEED
         return await score_chunk(
             self._scorer,
             chunk,
@@ -192,7 +193,7 @@ class DistributedEvalRunner(EvalRunner):
         """Every method's pending batches, as the local runner cuts them, in one queue."""
         counts: dict[str, PhaseCounts] = {}
         tasks: list[tuple[str, list[WikiNFQARecord]]] = []
-        size = max(1, self.settings.eval.batch_size)
+        size = max(1, self.batch_size)
         for method in methods:
             pending, counts[method] = self._pending_answers(records, method)
             tasks += [(method, pending[i : i + size]) for i in range(0, len(pending), size)]
@@ -212,7 +213,7 @@ class DistributedEvalRunner(EvalRunner):
         todo, counts = self._pending_scores(records, methods)
         if not todo:
             return counts
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         # An actor needs only the candidate text of a stored answer, not its trace.
         slim = [(m, rec, {"answer": ans.get("answer")}) for m, rec, ans in todo]
         tasks = [slim[i : i + size] for i in range(0, len(slim), size)]

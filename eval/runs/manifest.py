@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.judging.linkage import REFERENCE_SEED, SCORER_MAX_TOKENS
+from eval.judging.resample import JUDGE_TEMPERATURE
 from eval.judging.view import JudgeView
 from eval.retrieval.spec import settings_spec
 from typed_rag.config import REPO_ROOT, Settings
@@ -65,7 +67,7 @@ def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
         "top_k": settings.retrieval.top_k,
         "scorer": engine_identity(scorer),
         "scorer_sampling": scorer.sampling.model_dump(mode="json"),
-        "reference_seed": settings.eval.reference_seed,
+        "reference_seed": REFERENCE_SEED,
         "paper_off_by_one": settings.eval.paper_off_by_one,
         "judge": judge_identity(settings),
         **method_identity(settings),
@@ -95,8 +97,8 @@ def judge_identity(settings: Settings) -> dict[str, Any]:
     """How verdicts are obtained: protocol, temperature (0 = deterministic), output budget."""
     return {
         "protocol": settings.eval.judge_protocol,
-        "temperature": settings.eval.judge_temperature,
-        "max_tokens": settings.eval.scorer_max_tokens,
+        "temperature": JUDGE_TEMPERATURE,
+        "max_tokens": SCORER_MAX_TOKENS,
         **JudgeView.from_settings(settings.eval).identity(),
     }
 
@@ -211,7 +213,7 @@ def write_manifest(
                 **judge_identity(settings),
             },
             "seed": settings.sampling.seed,
-            "reference_seed": settings.eval.reference_seed,
+            "reference_seed": REFERENCE_SEED,
             "paper_off_by_one": settings.eval.paper_off_by_one,
             "methods": methods,
             "subsets": subsets,

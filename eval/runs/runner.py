@@ -4,10 +4,10 @@ Phases run one after another so that the generator can be closed before the
 scorer is loaded (two models never share the memory of a small machine):
 
 1. answers: per method, questions go to ``answerer.answer_many`` in batches
-   of ``eval.batch_size``; each finished batch is appended to
+   of :data:`BATCH_SIZE`; each finished batch is appended to
    ``answers.jsonl`` at once;
 2. scores: every stored answer without a score is ranked by the scorer
-   engine (``eval.score_batch_size`` requests per ``engine.generate``, with
+   engine (:data:`SCORE_BATCH_SIZE` requests per ``engine.generate``, with
    bounded resampling) and appended to ``scores.jsonl``;
 3. coverage (``coverage=True``): sub-questions per question
    (``subquestions.jsonl``), then per-answer judgements (``coverage.jsonl``).
@@ -28,12 +28,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from eval.runs.batches import Answerer, ChunkAnswers, answer_chunk, score_chunk
 from eval.answer_coverage.judge import CoverageItem, CoverageJudge
 from eval.answer_coverage.parse import Decomposition
-from eval.judging.view import JudgeView
 from eval.data.labels import QuestionLabel, type_of
+from eval.data.wikinfqa import WikiNFQARecord
+from eval.judging.linkage import REFERENCE_SEED
 from eval.judging.linkage_prob import build_scorer
+from eval.judging.view import JudgeView
+from eval.runs.batches import Answerer, ChunkAnswers, answer_chunk, score_chunk
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import (
     PhaseCounts,
@@ -44,7 +46,6 @@ from eval.runs.resume import (
     split_pending,
     store_batch,
 )
-from eval.data.wikinfqa import WikiNFQARecord
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.store import JsonlStore
@@ -57,6 +58,10 @@ SUBQUESTIONS = "subquestions.jsonl"
 COVERAGE = "coverage.jsonl"
 ERRORS = "errors.jsonl"
 RUN_LABELS = "labels.json"  # the question types this run routed and grouped by
+# Questions per answer_many call: one JSONL flush each, so a killed run loses at most one
+# batch, and enough in flight to keep a batching engine busy.
+BATCH_SIZE = 16
+SCORE_BATCH_SIZE = 64  # judge requests per engine.generate call (one flush each)
 
 
 def _qid_key(record: dict[str, Any]) -> str:
@@ -91,6 +96,8 @@ class EvalRunner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self.progress = progress
+        self.batch_size = BATCH_SIZE
+        self.score_batch_size = SCORE_BATCH_SIZE
         self._answerer = lazy(answerer, "answer_many")
         self._scorer = lazy(scorer_engine, "generate")
         self.answers = JsonlStore(self.run_dir / ANSWERS)
@@ -151,7 +158,7 @@ class EvalRunner:
         if not pending:
             return counts
         answerer = await self._answerer.get()
-        size = max(1, self.settings.eval.batch_size)
+        size = max(1, self.batch_size)
         with self._bar(len(pending), f"answer {method}") as bar:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
@@ -176,9 +183,9 @@ class EvalRunner:
         if not todo:
             return counts
         scorer = build_scorer(await self._scorer.get(), self.settings, self.scorer_settings)
-        seed = self.settings.eval.reference_seed
+        seed = REFERENCE_SEED
         name = scorer_name(self.scorer_settings)
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         view = JudgeView.from_settings(self.settings.eval)
         with self._bar(len(todo), "score") as bar:
             for start in range(0, len(todo), size):
@@ -211,7 +218,7 @@ class EvalRunner:
         if not pending:
             return counts
         judge = self._judge(await self._scorer.get())
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         with self._bar(len(pending), "sub-questions") as bar:
             for start in range(0, len(pending), size):
                 chunk = pending[start : start + size]
@@ -246,7 +253,7 @@ class EvalRunner:
         if not todo:
             return counts
         judge = self._judge(await self._scorer.get())
-        size = max(1, self.settings.eval.score_batch_size)
+        size = max(1, self.score_batch_size)
         with self._bar(len(todo), "coverage") as bar:
             for start in range(0, len(todo), size):
                 chunk = todo[start : start + size]

@@ -262,8 +262,10 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
     assert main(base) == 0 and trained == []
     assert "classifier up to date" in capsys.readouterr().out
     assert main([*base, "--seed", "7"]) == 2 and trained == [7]  # other seed: retrain
-    no_lex = ["--set", "classifier.lexical=false", *base]
-    assert main(no_lex) == 2 and trained == [7, 42]  # other features: retrain
+    joins_lexical = training.joins_lexical
+    monkeypatch.setattr(training, "joins_lexical", lambda kind: False)
+    assert main(base) == 2 and trained == [7, 42]  # other features wanted: retrain
+    monkeypatch.setattr(training, "joins_lexical", joins_lexical)
     (home / "classifier" / ARTEFACT_NAME).write_bytes(b"garbage")
     assert main(base) == 2 and trained == [7, 42, 42]  # unreadable artefact: retrain
 
@@ -357,7 +359,7 @@ def test_linear_model_learns_cue_words() -> None:
 def test_concatenated_embedders_feed_one_head(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``classifier.embedder = "a+b"`` loads both models and the head reads both vectors."""
+    """An embedder named ``"a+b"`` loads both models and the head reads both vectors."""
     import typed_rag.encoder as encoder
     from typed_rag.encoder import ConcatEncoder, embed_questions, embedding_dim
 

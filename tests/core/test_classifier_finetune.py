@@ -187,7 +187,7 @@ def _write_csv(path: Path, questions: list[str], labels: list[int]) -> Path:
 def test_train_finetuned_with_lexical_part_saves_what_it_scored(
     tmp_path: Path, tiny_bert: Path
 ) -> None:
-    """``classifier.lexical=true`` joins the lexical part to the fine-tuned encoder: the saved
+    """``lexical=True`` joins the lexical part to the fine-tuned encoder: the saved
     classifier gives the probabilities the training report scored, and they are the geometric
     mean of both."""
     from training.classifier.train import train_finetuned_classifier
@@ -202,12 +202,11 @@ def test_train_finetuned_with_lexical_part_saves_what_it_scored(
         **{
             "home": str(tmp_path / "home"),
             "classifier.kind": "finetuned",
-            "classifier.lexical": True,
         },
     )
     summary = train_finetuned_classifier(
         settings, base=str(tiny_bert), seed=5, train_path=train_csv, valid_path=valid_csv,
-        config=CONFIG, echo=lambda _: None,
+        config=CONFIG, echo=lambda _: None, lexical=True,
     )  # fmt: skip
     clf = build_classifier(settings)
     assert isinstance(clf, FineTunedClassifier) and clf.lexical is not None
@@ -253,8 +252,8 @@ def test_train_if_missing_for_finetuned_kind(
         raise UserError("training was called")
 
     monkeypatch.setattr(training, "train_finetuned_classifier", fake_train)
-    # saved without a lexical part, so up to date only where none is wanted
-    no_lex = ["--set", f"home={home}", "--set", "classifier.lexical=false"]
+    # saved without a lexical part, so up to date only where none is wanted (finetuned: none)
+    no_lex = ["--set", f"home={home}"]
     base = [*no_lex, "classifier", "train", "--kind", "finetuned", "--if-missing"]
     assert main(base) == 0 and calls == []
     assert "classifier up to date" in capsys.readouterr().out
@@ -263,9 +262,8 @@ def test_train_if_missing_for_finetuned_kind(
     assert main([*kind_set, "classifier", "train", "--if-missing"]) == 0 and calls == [7]
     by_default = ["--set", f"home={home}", "classifier", "train", "--if-missing"]
     assert main(by_default) == 0 and calls == [7]  # the default kind, without a lexical part
-    with_lexical = ["--set", f"home={home}", "--set", "classifier.lexical=true",
-                    "classifier", "train", "--if-missing"]  # fmt: skip
-    assert main(with_lexical) == 2 and calls == [7, 42]  # a lexical part is wanted: retrain
+    monkeypatch.setattr(training, "joins_lexical", lambda kind: True)
+    assert main(by_default) == 2 and calls == [7, 42]  # a lexical part is wanted: retrain
     assert main(["--set", f"home={home}", "--set", "classifier.kind=nfcats",
                  "classifier", "train"]) == 2  # fmt: skip
     assert "not trained here" in capsys.readouterr().err

@@ -60,8 +60,7 @@ def _train(home: Path, minilm: Path, data: tuple[Path, Path], seed: int = 3) -> 
     return main(
         [
             "--set", f"home={home}", *HEAD,
-            "--set", f"classifier.embedder={minilm}",
-            "classifier", "train",
+            "classifier", "train", "--embedder", str(minilm),
             "--train", str(data[0]), "--valid", str(data[1]), "--seed", str(seed),
         ]
     )  # fmt: skip
@@ -152,7 +151,7 @@ def test_finetuned_kind_trains_evaluates_and_predicts_through_the_cli(
         mp.setenv("HF_HUB_OFFLINE", "1")
         rc = main(
             [
-                *kind, "--set", f"classifier.embedder={minilm}", "classifier", "train",
+                *kind, "classifier", "train", "--embedder", str(minilm),
                 "--train", str(data[0]), "--valid", str(data[1]), "--seed", "3",
             ]
         )  # fmt: skip

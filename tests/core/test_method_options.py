@@ -20,6 +20,7 @@ from typed_rag.finishing.echo import drop_prompt_echo
 from typed_rag.finishing.finish import cut_answer, trim_to_sentence
 from typed_rag.messages import PROMPT_HEADINGS
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
+from typed_rag.pipelines.experience import EXPERIENCE_POOL
 from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     ANSWER_SYSTEM,
@@ -551,7 +552,7 @@ async def test_experience_retrieves_with_question_keywords_or_both(
     result = await rag.answer(
         "What is it like to travel Europe cheaply?", top_k=2, force_type=T.EXPERIENCE
     )
-    assert retriever.searches == [(queries, settings.retrieval.experience_pool)]
+    assert retriever.searches == [(queries, EXPERIENCE_POOL)]
     assert reranker.queries == ["backpacking hostels"]
     assert result.passages[0].id == "p12"
     assert result.passages[0].query in queries

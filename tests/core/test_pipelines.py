@@ -11,6 +11,7 @@ from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import scripted_responder
 from typed_rag.pipelines.debate import MEDIATOR_SYSTEM
 from typed_rag.pipelines.decomposition import AGGREGATOR_SYSTEM
+from typed_rag.pipelines.experience import EXPERIENCE_POOL
 from typed_rag.types import QuestionType as T
 
 REASON_Q = "Why do leaves change color in autumn?"
@@ -134,7 +135,7 @@ async def test_experience_reranks_wide_pool_against_keywords(
     rag, engine = make_rag(scripted_responder({"keyword_plan": json.dumps(plan)}))
     q = "What is it like to travel Europe cheaply?"
     result = await rag.answer(q, force_type=T.EXPERIENCE, top_k=2)
-    assert retriever.searches == [([q], settings.retrieval.experience_pool)]
+    assert retriever.searches == [([q], EXPERIENCE_POOL)]
     assert reranker.queries == ["backpacking hostels"]
     assert len(result.passages) == 2 and result.passages[0].id == "p12"
     assert batch_kinds(engine) == [["keyword_plan"], ["answer"]]

@@ -156,7 +156,7 @@ def test_build_reranker_choices(
 
 
 def test_bge_end_to_end_on_cpu(tmp_path: Path, xlmr_folder: Path) -> None:
-    s = _settings(tmp_path, **{"reranker.bge_model": str(xlmr_folder), "reranker.fp16": True})
+    s = _settings(tmp_path, **{"reranker.bge_model": str(xlmr_folder)})  # fp16 by default
     reranker = build_reranker(s)  # kind auto + an existing model folder -> BGE
     assert isinstance(reranker, BGEReranker)
     assert reranker.use_fp16 is False  # fp16 is for CUDA only

@@ -42,6 +42,6 @@ async def test_floor_leaves_a_query_without_passages_and_the_trace_says_so(make_
 def test_paper_profile_turns_per_query_reranking_off(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     paper = load_settings(repo / "configs" / "paper.toml", home=str(tmp_path))
-    assert paper.retrieval.rerank_depth == 0 and paper.retrieval.expansion == "none"
+    assert paper.retrieval.rerank_depth == 0
     base = MemoryRetriever()
     assert with_reranking(paper, base, OverlapReranker()) is base

@@ -12,7 +12,7 @@ from typed_rag.config import Settings, load_settings
 from typed_rag.engines import build_engine
 from typed_rag.engines.factory import resolve_vllm_model
 from typed_rag.engines.fake import FakeEngine
-from typed_rag.engines.llamacpp import LlamaCppEngine
+from typed_rag.engines.llamacpp import PROMPT_CACHE_MIB, LlamaCppEngine
 from typed_rag.engines.openai_client import OpenAIEngine
 from typed_rag.errors import UserError
 
@@ -37,7 +37,6 @@ def test_llamacpp_backend_uses_a_local_gguf_and_settings(tmp_path: Path) -> None
             model=str(gguf),
             n_ctx=1024,
             n_threads=3,
-            prompt_cache_mib=64,
         )
     )
     assert isinstance(eng, LlamaCppEngine)
@@ -45,7 +44,7 @@ def test_llamacpp_backend_uses_a_local_gguf_and_settings(tmp_path: Path) -> None
         gguf.resolve(),
         1024,
         3,
-        64 * 2**20,
+        PROMPT_CACHE_MIB * 2**20,
     )
 
 
@@ -63,12 +62,11 @@ def test_openai_backend_needs_a_base_url(tmp_path: Path) -> None:
             backend="openai",
             base_url="http://127.0.0.1:9/v1",
             model="served-name",
-            max_retries=5,
             openai_json_mode="json_object",
         )
     )
     assert isinstance(eng, OpenAIEngine)
-    assert (eng.model, eng.max_retries, eng.json_mode) == ("served-name", 5, "json_object")
+    assert (eng.model, eng.max_retries, eng.json_mode) == ("served-name", 3, "json_object")
 
 
 def test_vllm_model_resolution(tmp_path: Path) -> None:

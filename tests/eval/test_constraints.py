@@ -69,17 +69,19 @@ class TracedResult(Result):
 
 
 @pytest.fixture
-def eval_settings(settings: Settings, nfqa_dir: Path) -> Settings:
+def eval_settings(settings: Settings, nfqa_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    import eval.constraints.runner as constraint_runner
+    import eval.judging.resample as resample
+
+    monkeypatch.setattr(constraint_runner, "BATCH_SIZE", 2)  # several batches per arm
+    monkeypatch.setattr(constraint_runner, "SCORE_BATCH_SIZE", 3)
+    monkeypatch.setattr(resample, "MAX_RESAMPLES", 2)
     return load_settings(
         None,
         **{
             "home": str(settings.home),
             "engine.backend": "fake",
             "eval.data_dir": str(nfqa_dir),
-            "eval.batch_size": 2,
-            "eval.score_batch_size": 3,
-            "eval.bootstrap": 200,
-            "eval.max_resamples": 2,
         },
     )
 
@@ -736,8 +738,6 @@ def test_cli_builds_a_set_runs_it_and_reports(
         "engine.backend=fake",
         "--set",
         f"eval.data_dir={nfqa_dir}",
-        "--set",
-        "eval.bootstrap=100",
     ]
     set_file = tmp_path / "set.jsonl"
     argv = [*base, "eval", "constraints-set", "--n", "3", "--out", str(set_file)]
@@ -905,10 +905,16 @@ async def test_real_typed_rag_arms_detect_and_the_report_counts_it(
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-async def test_real_engine_writes_subtopics_and_judges_or_counts() -> None:
+async def test_real_engine_writes_subtopics_and_judges_or_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """SmolLM2-135M under llama.cpp's grammar: every output parses or is counted, never guessed."""
+    import eval.constraints.judge as compliance_judge
+    import eval.judging.resample as resample
     from typed_rag.engines import build_engine
 
+    monkeypatch.setattr(resample, "MAX_RESAMPLES", 1)  # a 135M model: few, short rounds
+    monkeypatch.setattr(compliance_judge, "COVERAGE_MAX_TOKENS", 120)
     real = load_settings(
         None,
         **{
@@ -916,8 +922,6 @@ async def test_real_engine_writes_subtopics_and_judges_or_counts() -> None:
             "engine.model": "smollm2-135m-instruct-q4_1",
             "engine.n_ctx": 4096,
             "engine.n_threads": 1,
-            "eval.max_resamples": 1,
-            "eval.coverage_max_tokens": 120,
         },
     )
     if not real.eval.data_dir.is_dir():

@@ -17,6 +17,7 @@ import pytest
 from eval.data.labels import classify_questions, save_labels
 from eval.data.wikinfqa import load_wikinfqa
 from eval.reports.report import build_report
+from eval.runs import runner as run_module
 from eval.runs.distributed import DistributedEvalRunner
 from eval.runs.manifest import write_manifest
 from eval.runs.ray_cluster import WorkerPlan, plan_workers
@@ -99,8 +100,18 @@ def ray_cluster():
 
 
 @pytest.fixture
-def run_settings(settings: Settings, nfqa_dir: Path, tiny_corpus: Path, tmp_path: Path):
+def run_settings(
+    settings: Settings,
+    nfqa_dir: Path,
+    tiny_corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
     from indexes import build_index
+
+    # small batches on the driver, which cuts them: several per method and phase
+    monkeypatch.setattr(run_module, "BATCH_SIZE", 2)
+    monkeypatch.setattr(run_module, "SCORE_BATCH_SIZE", 3)
 
     index = tmp_path / "index"
     build_index(settings, corpus=tiny_corpus, out=index, show_progress=False)
@@ -113,9 +124,6 @@ def run_settings(settings: Settings, nfqa_dir: Path, tiny_corpus: Path, tmp_path
             "retrieval.index_dir": str(index),
             "classifier.path": str(tmp_path / "no-classifier"),
             "eval.data_dir": str(nfqa_dir),
-            "eval.batch_size": 2,
-            "eval.score_batch_size": 3,
-            "eval.bootstrap": 50,
             "method.profile": "paper",  # the scripted fake answers fit its three rounds
         },
     )
@@ -288,9 +296,6 @@ def _cli(settings: Settings, out: Path, labels_file: Path, *extra: str) -> int:
         "reranker.kind": "none",
         "retrieval.index_dir": settings.retrieval.index_dir,
         "classifier.path": settings.classifier.path,
-        "eval.batch_size": 2,
-        "eval.max_resamples": 0,
-        "eval.bootstrap": 50,
     }
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     return main(
@@ -381,9 +386,6 @@ async def test_ray_run_with_a_real_engine_equals_local(
                     "n_ctx": 4096,
                     "n_threads": 1,
                 }
-            ),
-            "eval": run_settings.eval.model_copy(
-                update={"max_resamples": 1, "scorer_max_tokens": 24}
             ),
             "sampling": run_settings.sampling.model_copy(update={"max_tokens": 48}),
         }

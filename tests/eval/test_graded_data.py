@@ -183,7 +183,6 @@ def settings_args(tmp_path: Path) -> list[str]:
         *("--set", f"home={tmp_path / 'home'}"),
         *("--set", "engine.backend=fake"),
         *("--set", f"eval.data_dir={tmp_path / 'no-wiki-nfqa-here'}"),
-        *("--set", "eval.bootstrap=50"),
         *("--set", "eval.judge_protocol=linkage-prob"),  # the scripted verdicts, no gate
     ]
 

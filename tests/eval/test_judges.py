@@ -164,7 +164,7 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
 
     s = load_settings(
         None,
-        **{"home": str(settings.home), "engine.backend": "fake", "eval.bootstrap": 20},
+        **{"home": str(settings.home), "engine.backend": "fake"},
     )
     records = load_wikinfqa(nfqa_dir, "nq,squad").records
     labels = classify_questions(records, KeywordClassifier())

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+import eval.answer_coverage.judge as coverage_judge
+import eval.judging.linkage as linkage
+import eval.judging.resample as resample
 from eval.answer_coverage.judge import CoverageJudge
 from eval.answer_coverage.parse import KINDS
 from eval.data.wikinfqa import load_wikinfqa
@@ -30,6 +33,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 TINY = "smollm2-135m-instruct-q4_1"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def short_judges():
+    """A 135M judge: one resample at most, short outputs."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(resample, "MAX_RESAMPLES", 1)
+        mp.setattr(coverage_judge, "COVERAGE_MAX_TOKENS", 160)
+        mp.setattr(linkage, "SCORER_MAX_TOKENS", 24)
+        yield
+
+
 @pytest.fixture(scope="module")
 def real_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     settings = load_settings(
@@ -38,9 +51,6 @@ def real_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
             "engine.backend": "llamacpp",
             "engine.model": TINY,
             "engine.n_ctx": 4096,
-            "eval.max_resamples": 1,
-            "eval.coverage_max_tokens": 160,
-            "eval.scorer_max_tokens": 24,
         },
     )
     if not settings.eval.data_dir.is_dir():
@@ -87,14 +97,12 @@ async def test_real_judge_decomposes_under_a_schema(engine, real_settings: Setti
 
 @pytest.mark.timeout(1200)
 async def test_real_run_end_to_end(
-    engine, real_settings: Settings, nfqa_dir: Path, tmp_path: Path
+    engine, real_settings: Settings, nfqa_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stand-in generator, real scorer and judge: answers, scores, coverage and the report."""
     records = load_wikinfqa(nfqa_dir, "squad").records[:1]
     # one question, one attempt per request: a handful of short generations
-    real_settings = real_settings.model_copy(
-        update={"eval": real_settings.eval.model_copy(update={"max_resamples": 0})}
-    )
+    monkeypatch.setattr(resample, "MAX_RESAMPLES", 0)
     run_dir = tmp_path / "run"
     write_manifest(
         run_dir,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import eval.judging.resample as resample
+import eval.reports.report as report_module
 import typed_rag.classifier
 import typed_rag.engines
 import typed_rag.system
@@ -69,8 +71,6 @@ def base_args(tmp_path: Path, nfqa_dir: Path) -> list[str]:
         "engine.backend=fake",
         "--set",
         f"eval.data_dir={nfqa_dir}",
-        "--set",
-        "eval.bootstrap=200",
     ]
 
 
@@ -165,11 +165,10 @@ def test_off_by_one_run_and_unparsed_policy(
         return FakeEngine(respond)
 
     monkeypatch.setattr(typed_rag.engines, "build_engine", build_engine)
+    monkeypatch.setattr(resample, "MAX_RESAMPLES", 1)
     run_dir = tmp_path / "obo"
     args = [
         *base_args(tmp_path, nfqa_dir),
-        "--set",
-        "eval.max_resamples=1",
         "--set",
         "eval.judge_protocol=linkage",
         "eval",
@@ -189,10 +188,11 @@ def test_off_by_one_run_and_unparsed_policy(
     assert four and all(r["rank"] is None and r["attempts"] == 2 for r in four)
     md = (run_dir / "report.md").read_text()
     assert "paper prompt ([[n]] = worse than all" in md
-    s = load_settings(None, **{"eval.unparsed": "exclude"})
+    s = load_settings(None)  # an unparsed verdict is excluded and counted
     assert build_report(run_dir, s)["failures"]["rag"]["never_parsed"] == len(four)
     excl = build_report(run_dir, s)["table"]["rag"]["all"]["mpr"]["count"]
-    worst = build_report(run_dir, load_settings(None, **{"eval.unparsed": "worst"}))
+    monkeypatch.setattr(report_module, "UNPARSED", "worst")
+    worst = build_report(run_dir, s)
     assert worst["table"]["rag"]["all"]["mpr"]["count"] == excl + len(four)
 
 
@@ -234,7 +234,7 @@ def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Pa
     from eval.runs.manifest import write_manifest
     from typed_rag.store import JsonlStore
 
-    settings = load_settings(None, **{"eval.bootstrap": 10})
+    settings = load_settings(None)
     run_dir = tmp_path / "live"
     write_manifest(
         run_dir,

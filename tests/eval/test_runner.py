@@ -12,6 +12,7 @@ from eval.data.labels import QuestionLabel, classify_questions
 from eval.data.methods import parse_methods
 from eval.data.wikinfqa import load_wikinfqa
 from eval.reports.paired import paired_scores
+from eval.runs import runner as run_module
 from eval.runs.manifest import judge_identity
 from eval.runs.resume import EvalAborted
 from eval.runs.runner import ANSWERS, SCORES, EvalRunner
@@ -23,16 +24,15 @@ from typed_rag.store import JsonlStore
 
 
 @pytest.fixture
-def eval_settings(settings: Settings, nfqa_dir: Path) -> Settings:
+def eval_settings(settings: Settings, nfqa_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setattr(run_module, "BATCH_SIZE", 3)  # small batches: several per method
+    monkeypatch.setattr(run_module, "SCORE_BATCH_SIZE", 4)
     return load_settings(
         None,
         **{
             "home": str(settings.home),
             "engine.backend": "fake",
             "eval.data_dir": str(nfqa_dir),
-            "eval.batch_size": 3,
-            "eval.score_batch_size": 4,
-            "eval.bootstrap": 100,
             "eval.judge_protocol": "linkage",  # text verdicts: the tests count generate batches
         },
     )

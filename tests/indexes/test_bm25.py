@@ -237,14 +237,14 @@ def test_parallel_build_is_identical_to_in_process(
     import indexes.build as build_module
 
     pools = []
-    start_pool = build_module._start_pool
+    start_pool = build_module.start_pool
 
     def spy(workers: int, config: dict) -> object:
         pool = start_pool(workers, config)
         pools.append(pool)
         return pool
 
-    monkeypatch.setattr(build_module, "_start_pool", spy)
+    monkeypatch.setattr(build_module, "start_pool", spy)
     rng = random.Random(2)
     words = " ".join(x for _, _, x in TINY_PASSAGES).split()
     rows = [(f"d{i}", f"T{i % 7}", " ".join(rng.choices(words, k=30))) for i in range(300)]

@@ -27,6 +27,7 @@ from typed_rag.retrieval.dense import (
     dense_folder,
     top_k_inner_product,
 )
+from typed_rag.retrieval.dense_dtype import MAX_LENGTH
 from typed_rag.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
 from typed_rag.retrieval.manifest import read_manifest
 
@@ -85,10 +86,7 @@ def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
     assert manifest is not None
     assert manifest["complete"] is True and manifest["done"] == manifest["n"] == 16
     assert manifest["dim"] == 384 and manifest["dtype"] == "float16"
-    assert (
-        manifest["max_length"] == built.retrieval.dense_max_length == 128
-        and manifest["text"] == "title. text"
-    )
+    assert manifest["max_length"] == MAX_LENGTH == 128 and manifest["text"] == "title. text"
     emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
     assert isinstance(emb, np.memmap) and emb.dtype == np.float16 and emb.shape == (16, 384)
     norms = np.linalg.norm(emb.astype(np.float32), axis=1)
@@ -172,14 +170,14 @@ def test_if_missing_keeps_a_complete_index_and_changes_rebuild(fresh: Settings) 
     assert first.encoded == 16
     again = build_dense(fresh, show_progress=False, if_missing=True)
     assert again.skipped and again.encoded == 0
-    shorter = fresh.model_copy(
-        update={"retrieval": fresh.retrieval.model_copy(update={"dense_max_length": 32})}
-    )
-    changed = build_dense(shorter, show_progress=False, if_missing=True)
+    # an index encoded at another max length (an older build) is rebuilt at today's
+    path = dense_folder(fresh.index_dir) / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "max_length": 32}))
+    changed = build_dense(fresh, show_progress=False, if_missing=True)
     assert not changed.skipped and changed.encoded == 16 and changed.resumed_from == 0
     assert "max_length changed" in changed.reason
     manifest = read_manifest(dense_folder(fresh.index_dir))
-    assert manifest is not None and manifest["max_length"] == 32
+    assert manifest is not None and manifest["max_length"] == MAX_LENGTH
 
 
 def test_missing_dense_index_is_a_user_error_naming_folder_and_command(fresh: Settings) -> None:

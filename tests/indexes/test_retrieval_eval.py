@@ -1,4 +1,4 @@
-"""RM3 expansion, every-query reranking, answer recall and the ``index eval`` command."""
+"""Every-query reranking, answer recall and the ``index eval`` command."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker
 from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, open_retriever, with_reranking
 from typed_rag.retrieval.bm25 import BM25Index
-from typed_rag.retrieval.prf import RM3Retriever, top_k, weighted_scores
 
 
 def _with(settings: Settings, **extra: object) -> Settings:
@@ -58,56 +57,6 @@ class OverlapReranker(Reranker):
     ) -> list[list[float]]:
         self.calls.append(len(queries))
         return super().score_many(queries, pools)
-
-
-# ---------------------------------------------------------------- RM3
-
-
-def test_weighted_scores_match_bm25_for_unit_weights(index: BM25Index) -> None:
-    query = "why do leaves change color in autumn"
-    docs, scores = index.search_docs([query], 5)
-    (terms,) = index.query_term_ids([query])
-    mine = weighted_scores(index, {t: float(terms.count(t)) for t in set(terms)})
-    d, s = top_k(mine, 5)
-    matched = int((scores[0] > 0).sum())  # zero scores tie in any order
-    assert matched >= 2
-    assert d[:matched].tolist() == docs[0][:matched].tolist()
-    np.testing.assert_allclose(s, scores[0], rtol=1e-5)
-
-
-def test_rm3_weights_interpolate_query_and_feedback(index: BM25Index) -> None:
-    rm3 = RM3Retriever(index, fb_docs=2, fb_terms=20, orig_weight=0.6)
-    query = "autumn"  # only p1 matches; its text names chlorophyll
-    docs, scores = index.search_docs([query], 2)
-    (terms,) = index.query_term_ids([query])
-    weights = rm3.expand(terms, docs[0].tolist(), scores[0].tolist())
-    assert sum(weights.values()) == pytest.approx(1.0)
-    assert len(set(weights) - set(terms)) <= 20
-    assert set(terms) <= set(weights)  # the query's own terms stay
-    # a feedback term the query did not have ("chlorophyll") now scores passages
-    (chloro,) = index.query_term_ids(["chlorophyll"])
-    assert chloro[0] in weights
-    hits = rm3.search([query], 5)[0]
-    assert "p1" in [p.id for p in hits]
-    assert "p2" in [p.id for p in hits]  # Chlorophyll: found only through feedback
-    assert "p2" not in [p.id for p in index.search([query], 5)[0]]
-
-
-def test_rm3_without_feedback_is_plain_bm25(index: BM25Index) -> None:
-    rm3 = RM3Retriever(index, fb_docs=3, fb_terms=5, orig_weight=1.0)
-    query = "programming language readability"
-    assert [p.id for p in rm3.search([query], 3)[0]] == [p.id for p in index.search([query], 3)[0]]
-    assert rm3.search(["zzzz qqqq"], 3) == [[]]
-
-
-def test_rm3_bad_parameters() -> None:
-    with pytest.raises(ValueError, match="fb_docs"):
-        RM3Retriever(None, fb_docs=0)  # type: ignore[arg-type]
-
-
-def test_open_retriever_applies_rm3(settings: Settings, index: BM25Index) -> None:
-    r = open_retriever(_with(settings, **{"retrieval.expansion": "rm3"}))
-    assert isinstance(r, RM3Retriever)
 
 
 # ---------------------------------------------------------------- reranking every query
@@ -200,8 +149,8 @@ def test_normalize_and_recall() -> None:
 
 
 def test_spec_parse_and_settings_spec(settings: Settings) -> None:
-    s = Spec.parse("rm3:5:20:0.7+mpnet-rrf@30")
-    assert (s.base, s.fb_docs, s.fb_terms, s.orig_weight) == ("rm3", 5, 20, 0.7)
+    s = Spec.parse("bm25/t0.2+mpnet-rrf@30")
+    assert (s.base, s.title) == ("bm25", 0.2)
     assert (s.model, s.order, s.depth) == ("mpnet", "rrf", 30)
     assert Spec.parse("bm25").model is None and Spec.parse("bm25").floor is None
     assert Spec.parse("bm25+minilm-rrf@20>0.35").floor == 0.35
@@ -212,7 +161,7 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
         "bm26",
         "bm25+mpnet@30",
         "bm25+mpnet-rrf@0",
-        "rm3:1:1:1.5",
+        "rm3",  # RM3 expansion was measured and removed
         "bm25>0.3",
         "dense/t0.2",
     )
@@ -226,12 +175,11 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     s2 = _with(
         settings,
         **{
-            "retrieval.expansion": "rm3",
             "retrieval.rerank_depth": 30,
             "reranker.biencoder_model": "all-mpnet-base-v2",
         },
     )
-    assert settings_spec(s2) == "rm3+mpnet-rrf@30"
+    assert settings_spec(s2) == "bm25+mpnet-rrf@30"
     floored = _with(settings, **{"retrieval.rerank_depth": 20, "retrieval.rerank_floor": 0.25})
     assert settings_spec(floored) == "bm25+minilm-rrf@20>0.25"
     assert Spec.parse(settings_spec(floored)).floor == 0.25
@@ -242,7 +190,7 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     r = load_settings(None).retrieval
     bge = load_settings(None, **{"reranker.bge_model": "/models/bge"}).reranker
     assert r.floor_for(load_settings(None).reranker) == 0.32 and r.floor_for(bge) is None
-    assert settings_spec(s2) == "rm3+mpnet-rrf@30"  # no floor for mpnet's scores
+    assert settings_spec(s2) == "bm25+mpnet-rrf@30"  # no floor for mpnet's scores
     explicit = load_settings(None, **{"retrieval.rerank_floor": 0.5}).retrieval
     assert explicit.floor_for(bge) == 0.5
     off = load_settings(None, **{"retrieval.rerank_floor": "none"})
@@ -282,11 +230,10 @@ def test_index_eval_command(
         "--set", "retrieval.rerank_depth=0",
     ]  # fmt: skip
     assert (
-        main([*base, "index", "eval", "rm3:3:5:0.5", "--subsets", "nq,squad", "--out", str(out)])
-        == 0
+        main([*base, "index", "eval", "bm25/t0.3", "--subsets", "nq,squad", "--out", str(out)]) == 0
     )
     rows = json.loads((out / "summary.json").read_text())
-    assert [r["config"] for r in rows] == ["bm25", "rm3:3:5:0.5"]
+    assert [r["config"] for r in rows] == ["bm25", "bm25/t0.3"]
     assert [r["default"] for r in rows] == [True, False]
     bm25 = rows[0]
     assert bm25["n"] == 3
@@ -296,13 +243,13 @@ def test_index_eval_command(
     assert bm25["ms_per_query_p50"] > 0
     assert "Answer recall on Wiki-NFQA (3 questions)" in capsys.readouterr().out
     # a later run adds its configs to the table and replaces the ones it evaluated again
-    again = ["index", "eval", "rm3:2:5:0.5", "--subsets", "nq,squad", "--limit", "2"]
+    again = ["index", "eval", "bm25/t0.2", "--subsets", "nq,squad", "--limit", "2"]
     assert main([*base, *again, "--out", str(out)]) == 0
     rows = json.loads((out / "summary.json").read_text())
     assert [(r["config"], r["n"]) for r in rows] == [
         ("bm25", 2),
-        ("rm3:3:5:0.5", 3),
-        ("rm3:2:5:0.5", 2),
+        ("bm25/t0.3", 3),
+        ("bm25/t0.2", 2),
     ]
     assert [r["default"] for r in rows] == [True, False, False]
     assert main([*base, "index", "eval", "bm25+x-sort@3", "--out", str(out)]) == 2
@@ -402,13 +349,13 @@ def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
         [
             "--set", f"home={settings.home}", "--set", f"corpus.path={settings.corpus.path}",
             "--set", "retrieval.backend=numpy", "--set", "engine.backend=fake",
-            "index", "judge", str(_answers(tmp_path / "a.jsonl")), "bm25", "rm3",
+            "index", "judge", str(_answers(tmp_path / "a.jsonl")), "bm25", "bm25/t0.3",
             "--sample", "3", "--out", str(out),
         ]
     )  # fmt: skip
     assert code == 0
     judged = json.loads((out / "judged.json").read_text())
-    assert [r["config"] for r in judged] == ["bm25", "rm3"]
+    assert [r["config"] for r in judged] == ["bm25", "bm25/t0.3"]
     assert all(r["queries"] == 3 for r in judged)
     # the default fake engine answers "{}" to a JSON request: counted as unparsed
     assert all(r["unparsed"] == r["passages"] > 0 for r in judged)

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 from typed_rag.types import LABELS, QuestionType
 
+# Questions per forward pass: a request has one, an evaluation batch up to 16, and a
+# training epoch embeds NF-CATS in batches of this size.
+BATCH_SIZE = 64
+
 
 @dataclass
 class TypePrediction:

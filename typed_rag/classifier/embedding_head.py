@@ -1,5 +1,5 @@
 """The default type classifier: a sentence embedding and a small trained head, and beside
-them (``classifier.lexical``) a logistic regression on TF-IDF features of the question's
+them (as ``classifier train`` builds it) a logistic regression on TF-IDF features of the question's
 words; the two calibrated probabilities are combined by a geometric mean.
 
 The artefact is one small safetensors file in ``settings.classifier_dir``:
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from typed_rag.classifier.artefact import read_artefact, write_artefact
-from typed_rag.classifier.base import TypeClassifier
+from typed_rag.classifier.base import BATCH_SIZE, TypeClassifier
 from typed_rag.classifier.head import MLPHead, logits_of, softmax
 from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
 from typed_rag.classifier.lexical import LexicalPart, add_to_artefact
@@ -131,14 +131,8 @@ class EmbeddingHeadClassifier(TypeClassifier):
     def load(cls, settings: Settings) -> EmbeddingHeadClassifier:
         """The artefact in ``settings.classifier_dir`` with the embedder it was trained on."""
         head, meta, lexical = load_artefact_with_lexical(artefact_path(settings))
-        if meta.embedder != settings.classifier.embedder:
-            log.info(
-                "classifier head was trained on %s; using it (settings name %s)",
-                meta.embedder,
-                settings.classifier.embedder,
-            )
         encoder = load_sentence_model(settings, meta.embedder, settings.classifier.device)
-        return cls(encoder, head, meta, batch_size=settings.classifier.batch_size, lexical=lexical)
+        return cls(encoder, head, meta, batch_size=BATCH_SIZE, lexical=lexical)
 
     def proba_from_embeddings(self, x: np.ndarray) -> np.ndarray:
         """The head's calibrated probabilities, shape ``(n, 8)``, nf-cats label order."""

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from typed_rag.classifier.artefact import read_artefact, write_artefact
-from typed_rag.classifier.base import TypeClassifier
+from typed_rag.classifier.base import BATCH_SIZE, TypeClassifier
 from typed_rag.classifier.head import softmax
 from typed_rag.classifier.lexical import TENSOR_PREFIX as LEXICAL
 from typed_rag.classifier.lexical import LexicalPart, add_to_artefact
@@ -209,8 +209,7 @@ class FineTunedClassifier(TypeClassifier):
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
         except (OSError, ValueError) as exc:
             raise UserError(f"{folder}: cannot load the tokenizer of {meta.base!r}: {exc}") from exc
-        c = settings.classifier
-        return cls(model, tokenizer, meta, c.batch_size, c.device, lexical)
+        return cls(model, tokenizer, meta, BATCH_SIZE, settings.classifier.device, lexical)
 
     def logits(self, questions: Sequence[str]) -> np.ndarray:
         """Raw logits, shape ``(n, 8)``."""

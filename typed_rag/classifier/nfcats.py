@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from typed_rag.classifier.base import TypeClassifier
+from typed_rag.classifier.base import BATCH_SIZE, TypeClassifier
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS, QuestionType
@@ -40,6 +40,7 @@ DEFAULT_CHECKPOINT = "Lurunchik/nf-cats"
 BASE_TOKENIZER = "deepset/roberta-base-squad2"  # the checkpoint's base model; its tokenizer
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
+MAX_LENGTH = 512  # tokens of a question: RoBERTa's limit; no NF-CATS question comes near it
 _HIDDEN_RE = re.compile(r"^feedforward\.linear_layers\.(\d+)\.(weight|bias)$")
 
 
@@ -155,8 +156,8 @@ def _fetch_hub(settings: Settings, repo_id: str, patterns: list[str]) -> Path:
     except Exception as exc:  # offline, unknown repo, auth: all the user's to fix
         raise UserError(
             f"cannot fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}); "
-            "download it where the Hub is reachable and set classifier.path (checkpoint) or "
-            "classifier.tokenizer to the local folder"
+            "download it where the Hub is reachable and set classifier.path to the local "
+            "checkpoint folder (with its tokenizer files)"
         ) from exc
 
 
@@ -184,7 +185,7 @@ class NFCatsClassifier(TypeClassifier):
         columns: list[int],
         device: str = "cpu",
         batch_size: int = 32,
-        max_length: int = 512,
+        max_length: int = MAX_LENGTH,
     ) -> None:
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
@@ -220,8 +221,7 @@ class NFCatsClassifier(TypeClassifier):
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_source))
         except (OSError, ValueError) as exc:
             raise UserError(f"{tokenizer_source}: cannot load the tokenizer: {exc}") from exc
-        c = settings.classifier
-        return cls(model, tokenizer, columns, c.device, c.batch_size, c.max_length)
+        return cls(model, tokenizer, columns, settings.classifier.device, BATCH_SIZE)
 
     @classmethod
     def load(cls, settings: Settings) -> NFCatsClassifier:
@@ -234,10 +234,8 @@ class NFCatsClassifier(TypeClassifier):
             raise UserError(
                 f"{folder}: no {' or '.join(WEIGHT_FILES)} in the nf-cats checkpoint folder"
             )
-        tok = settings.classifier.tokenizer
-        if tok is None:
-            has_own = any((folder / f).is_file() for f in TOKENIZER_FILES)
-            tok = str(folder) if has_own else BASE_TOKENIZER
+        has_own = any((folder / f).is_file() for f in TOKENIZER_FILES)
+        tok = str(folder) if has_own else BASE_TOKENIZER
         tok_folder = resolve_source(settings, tok, ["*.json", "*.txt"])
         return cls.from_folder(folder, tok_folder, settings)
 

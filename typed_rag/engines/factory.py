@@ -43,11 +43,14 @@ def build_engine(settings: Settings) -> Engine:
             path,
             n_ctx=cfg.n_ctx,
             n_threads=cfg.n_threads,
-            prompt_cache_mib=cfg.prompt_cache_mib,
             model_name=cfg.model,
         )
     if backend == "llama-server":
-        from typed_rag.engines.llama_server import LlamaServerEngine, find_binary
+        from typed_rag.engines.llama_server import (
+            REQUEST_TIMEOUT_S,
+            LlamaServerEngine,
+            find_binary,
+        )
 
         path = ensure_model(settings, cfg.model, fmt="gguf")
         try:
@@ -61,12 +64,8 @@ def build_engine(settings: Settings) -> Engine:
             n_ctx=cfg.n_ctx,
             n_threads=cfg.n_threads,
             model_name=cfg.model,
-            start_timeout_s=cfg.server_start_timeout_s,
-            max_restarts=cfg.server_max_restarts,
-            extra_args=cfg.server_args,
             log_dir=settings.home / "logs",
-            timeout_s=cfg.server_request_timeout_s,
-            max_retries=cfg.max_retries,
+            timeout_s=REQUEST_TIMEOUT_S,
             max_concurrency=max(cfg.max_concurrency, cfg.server_slots),
         )
     if backend == "vllm":
@@ -86,7 +85,6 @@ def build_engine(settings: Settings) -> Engine:
             model=cfg.model,
             api_key=cfg.api_key,
             timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
             max_concurrency=cfg.max_concurrency,
             json_mode=cfg.openai_json_mode,
         )

@@ -39,12 +39,16 @@ import httpx
 
 from typed_rag.engines.base import ChatRequest, ChatResult, EngineError, StreamDelta
 from typed_rag.engines.llamacpp_jobs import default_threads
-from typed_rag.engines.openai_client import OpenAIEngine
+from typed_rag.engines.openai_client import MAX_RETRIES, OpenAIEngine
 
 log = logging.getLogger(__name__)
 
 LLAMA_CPP_VERSION = "0.3.36"  # scripts/setup.sh builds llama-server from this sdist
 PR_SET_PDEATHSIG = 1
+START_TIMEOUT_S = 300.0  # loading a 1.5B GGUF and its first health check take ~10 s here
+MAX_RESTARTS = 3  # a child that died this often is broken, not unlucky: fail clearly
+# Per request, queueing for a slot included: a CPU batch of long answers is slow.
+REQUEST_TIMEOUT_S = 1800.0
 
 
 def default_binary(home: Path) -> Path:
@@ -109,12 +113,12 @@ class LlamaServerEngine(OpenAIEngine):
         n_threads: int | None = None,
         model_name: str | None = None,
         host: str = "127.0.0.1",
-        start_timeout_s: float = 300.0,
-        max_restarts: int = 3,
+        start_timeout_s: float = START_TIMEOUT_S,
+        max_restarts: int = MAX_RESTARTS,
         extra_args: Sequence[str] = (),
         log_dir: str | Path | None = None,
         timeout_s: float = 600.0,
-        max_retries: int = 3,
+        max_retries: int = MAX_RETRIES,
         max_concurrency: int = 8,
     ) -> None:
         if slots < 1:
@@ -230,8 +234,8 @@ class LlamaServerEngine(OpenAIEngine):
                 if time.monotonic() > deadline:
                     self.kill()
                     raise EngineError(
-                        f"llama-server did not become healthy within {self.start_timeout_s:.0f} s "
-                        f"(engine.server_start_timeout_s):\n{self.log_tail()}"
+                        f"llama-server did not become healthy within {self.start_timeout_s:.0f} s"
+                        f":\n{self.log_tail()}"
                     )
                 await asyncio.sleep(0.2)
 
@@ -335,9 +339,7 @@ class LlamaServerEngine(OpenAIEngine):
                 log.info("llama-server went away during a request; retrying after its restart")
                 while not self._dead and not self._alive() and self.generation == generation:
                     await asyncio.sleep(0.2)  # until the watchdog has noticed
-        raise EngineError(
-            f"llama-server kept dying (engine.server_max_restarts={self.max_restarts})"
-        )
+        raise EngineError(f"llama-server kept dying (restarted {self.max_restarts} times)")
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         await self._await_ready()

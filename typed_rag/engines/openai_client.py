@@ -30,6 +30,9 @@ from typed_rag.engines.base import (
 log = logging.getLogger(__name__)
 
 JsonMode = Literal["json_schema", "json_object"]
+# Retries of a failed call (429, 5xx, connection errors, timeouts), with capped backoff:
+# enough to ride out a server restart, few enough that a dead server fails fast.
+MAX_RETRIES = 3
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -67,7 +70,7 @@ class OpenAIEngine(PerRequestEngine):
         model: str,
         api_key: str | None = None,
         timeout_s: float = 120.0,
-        max_retries: int = 3,
+        max_retries: int = MAX_RETRIES,
         max_concurrency: int = 8,
         json_mode: JsonMode = "json_schema",
         backoff_base_s: float = 0.5,

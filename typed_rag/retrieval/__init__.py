@@ -2,8 +2,8 @@
 
 - :mod:`~typed_rag.retrieval.base`: :class:`Passage`, the :class:`Retriever` protocol
   (``search(queries, k)``) and the :class:`Reranker` interface;
-- :mod:`~typed_rag.retrieval.bm25` (with :mod:`~typed_rag.retrieval.prf`'s RM3 and
-  :mod:`~typed_rag.retrieval.rescore`), :mod:`~typed_rag.retrieval.dense` and
+- :mod:`~typed_rag.retrieval.bm25` (with :mod:`~typed_rag.retrieval.rescore`),
+  :mod:`~typed_rag.retrieval.dense` and
   :mod:`~typed_rag.retrieval.fusion`: the searches over an index folder, whose files are
   described by :mod:`~typed_rag.retrieval.store`, ``vocab``, ``manifest`` and ``analyzer``;
 - :func:`open_retriever` opens the one ``retrieval.kind`` names and :func:`with_reranking`
@@ -19,7 +19,6 @@ from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex
 from typed_rag.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
 from typed_rag.retrieval.loader import open_retriever
-from typed_rag.retrieval.prf import RM3Retriever
 from typed_rag.retrieval.reranked import RerankedRetriever, with_reranking
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "DenseIndex",
     "HybridRetriever",
     "Passage",
-    "RM3Retriever",
     "RerankedRetriever",
     "Reranker",
     "Retriever",

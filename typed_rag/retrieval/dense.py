@@ -36,7 +36,12 @@ from typed_rag.encoder import encode, load_sentence_model, model_fingerprint
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
 from typed_rag.retrieval.base import Passage
-from typed_rag.retrieval.dense_dtype import compute_dtype, with_index_dtype
+from typed_rag.retrieval.dense_dtype import (
+    BATCH_SIZE,
+    MAX_LENGTH,
+    compute_dtype,
+    with_index_dtype,
+)
 from typed_rag.retrieval.store import TEXT_FILE, PassageStore
 
 if TYPE_CHECKING:
@@ -72,19 +77,13 @@ def store_identity(index_dir: Path, n: int) -> dict[str, Any]:
 
 def load_dense_encoder(settings: Settings) -> tuple[SentenceTransformer, Path]:
     """The sentence-transformers model of ``retrieval.dense_model`` in the configured
-    dtype, device, thread count and max length, and its local folder."""
+    dtype and device, cut at :data:`MAX_LENGTH` tokens, and its local folder."""
     import torch
 
     r = settings.retrieval
-    if r.dense_max_length <= 0:
-        raise UserError(f"retrieval.dense_max_length must be positive, got {r.dense_max_length}")
-    if r.dense_batch_size <= 0:
-        raise UserError(f"retrieval.dense_batch_size must be positive, got {r.dense_batch_size}")
-    if r.dense_threads is not None:
-        torch.set_num_threads(max(1, r.dense_threads))
     path = ensure_model(settings, r.dense_model)
     model = load_sentence_model(settings, r.dense_model, r.dense_device)
-    model.max_seq_length = r.dense_max_length
+    model.max_seq_length = MAX_LENGTH
     if compute_dtype(settings) == "bfloat16":
         model.to(torch.bfloat16)
     model.eval()
@@ -241,7 +240,7 @@ class DenseIndex:
         return cls(
             index_dir,
             model,
-            batch_size=settings.retrieval.dense_batch_size,
+            batch_size=BATCH_SIZE,
             expected_fingerprint=model_fingerprint(path),
         )
 

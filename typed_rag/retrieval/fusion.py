@@ -14,9 +14,15 @@ from pathlib import Path
 
 from typed_rag.retrieval.base import Passage, Retriever
 
+# The RRF constant of the original paper; k = 10 was tried offline and not kept
+# (docs/experiments.md, "other fusions").
+RRF_K = 60
+# Candidates each retriever gives the hybrid before fusion; 200 was tried offline and not kept.
+FUSION_DEPTH = 100
+
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], k: int = 60
+    rankings: Sequence[Sequence[str]], k: int = RRF_K
 ) -> list[tuple[str, float]]:
     """Fuse ranked id lists (best first) into ``(id, score)`` pairs, best first.
 
@@ -48,7 +54,7 @@ class HybridRetriever:
     """
 
     def __init__(
-        self, bm25: Retriever, dense: Retriever, rrf_k: int = 60, depth: int = 100
+        self, bm25: Retriever, dense: Retriever, rrf_k: int = RRF_K, depth: int = FUSION_DEPTH
     ) -> None:
         if depth <= 0:
             raise ValueError(f"fusion depth must be positive, got {depth}")

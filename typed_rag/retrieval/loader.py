@@ -1,7 +1,6 @@
 """``open_retriever``: the retriever that ``retrieval.kind`` names, opened from the index folder.
 
-``bm25`` is the BM25 index itself (with RM3 expansion when ``retrieval.expansion`` is
-``rm3``); ``dense`` the exact dense index in ``<index_dir>/dense``; ``hybrid`` both,
+``bm25`` is the BM25 index itself; ``dense`` the exact dense index in ``<index_dir>/dense``; ``hybrid`` both,
 fused by reciprocal rank fusion. :func:`~typed_rag.retrieval.reranked.with_reranking`
 wraps any of them so every query is reranked (``retrieval.rerank_depth`` > 0).
 """
@@ -14,12 +13,11 @@ from typed_rag.config import Settings
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex
 from typed_rag.retrieval.fusion import HybridRetriever
-from typed_rag.retrieval.prf import RM3Retriever
 
 
 def open_retriever(
     settings: Settings, folder: str | Path | None = None
-) -> BM25Index | RM3Retriever | DenseIndex | HybridRetriever:
+) -> BM25Index | DenseIndex | HybridRetriever:
     """The retriever of ``settings.retrieval.kind`` over ``folder`` (default: settings.index_dir).
 
     A missing dense index raises :class:`UserError` naming the folder and the build command.
@@ -27,10 +25,7 @@ def open_retriever(
     r = settings.retrieval
     if r.kind == "dense":
         return DenseIndex.from_settings(settings, folder)
-    bm25: BM25Index | RM3Retriever = BM25Index.from_settings(settings, folder)
-    if r.expansion == "rm3":
-        bm25 = RM3Retriever(bm25, r.rm3_fb_docs, r.rm3_fb_terms, r.rm3_orig_weight)
+    bm25 = BM25Index.from_settings(settings, folder)
     if r.kind == "bm25":
         return bm25
-    dense = DenseIndex.from_settings(settings, folder)
-    return HybridRetriever(bm25, dense, r.rrf_k, r.fusion_depth)
+    return HybridRetriever(bm25, DenseIndex.from_settings(settings, folder))
