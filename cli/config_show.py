@@ -72,12 +72,12 @@ def markdown(rows: list[SettingRow]) -> str:
 
 def _portable(value: Any) -> Any:
     """A default path as it reads on any machine: the default home as ``~/.cache/typed-rag``,
-    the repository's parent as ``<repo>/..``."""
+    the checkout as ``<repo>``."""
     if not isinstance(value, str):
         return value
     for root, name in (
         (str(DEFAULT_HOME), "~/.cache/typed-rag"),
-        (str(REPO_ROOT.parent), "<repo>/.."),
+        (str(REPO_ROOT), "<repo>"),
     ):
         if value == root or value.startswith(root + "/"):
             return name + value[len(root) :]

@@ -83,7 +83,7 @@ def resolve_corpus(
         return result.path, url
     path = Path(source).expanduser()
     if not path.exists():
-        raise UserError(f"corpus file not found: {path}")
+        raise UserError(f"corpus file not found: {path} (set corpus.path)")
     return path, str(path.resolve())
 
 
@@ -116,7 +116,7 @@ class CorpusReader:
     def __iter__(self) -> Iterator[CorpusRow]:
         path = self.path
         if not path.exists():
-            raise UserError(f"corpus file not found: {path}")
+            raise UserError(f"corpus file not found: {path} (set corpus.path)")
         if not path.is_file():
             raise UserError(f"corpus is not a file: {path}")
         self.stats = stats = ReadStats()

@@ -25,7 +25,16 @@ log() { printf '\n==> %s\n' "$*"; }
 pip() { "$VENV/bin/python" -m pip "$@"; }
 stamp() { echo "$VENV/.stamp-$1-$(cat pyproject.toml "$CONSTRAINTS" "$0" | sha256sum | cut -c1-12)"; }
 
+# The shared data (corpus, Wiki-NFQA, NF-CATS) is read through data/ in the checkout, a
+# git-ignored link to ../shared when that folder is there; settings can point anywhere else.
+link_data() {
+  if [ ! -e data ] && [ -d ../shared ]; then
+    ln -s ../shared data
+  fi
+}
+
 step_env() {
+  link_data
   [ -f "$(stamp env)" ] && return 0
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating virtualenv $VENV"

@@ -118,7 +118,7 @@ def load_wikinfqa(
     """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise UserError(f"Wiki-NFQA data directory not found: {data_dir}")
+        raise UserError(f"Wiki-NFQA data directory not found: {data_dir} (set eval.data_dir)")
     out = WikiNFQA()
     seen: dict[str, str] = {}
     for subset in parse_subsets(subsets):
