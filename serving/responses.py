@@ -31,6 +31,10 @@ class Citation(BaseModel):
     score: float
     rerank_score: float | None = None
     query: str | None = None
+    # A document collection's passage: its file, page (PDF, 1-based) and section heading.
+    source: str | None = None
+    page: int | None = None
+    section: str | None = None
 
 
 class TypedRAGInfo(BaseModel):
@@ -81,6 +85,9 @@ class TypedRAGInfo(BaseModel):
                     score=p.score,
                     rerank_score=p.rerank_score,
                     query=p.query,
+                    source=p.source,
+                    page=p.page,
+                    section=p.section,
                 )
                 for p in result.passages
             ],
@@ -143,7 +150,8 @@ class ProgressEvent(BaseModel):
     """A progress chunk's ``typed_rag`` object: ``event`` names it (see :mod:`typed_rag.progress`).
 
     type: mode, type, type_source, predicted_type, probabilities;
-    plan: plan (sub_queries / perspectives / keywords ...); sub_answer: index, total,
+    plan: plan (sub_queries / perspectives / keywords ...); sources: query, passages (each
+    numbered, with its text, and file, page, section when from documents); sub_answer: index, total,
     step, query, perspective, answer, citations; fallback: note; answer: step.
     The last chunk's ``typed_rag`` (the whole :class:`TypedRAGInfo`) has no ``event``.
     """

@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 # "type": the question type is known (right after classification)
 # "plan": the plan (sub-queries / perspectives / keywords) is ready
+# "sources": passages were retrieved (and reranked) for a query and given citation numbers
 # "sub_answer": one sub-answer (or perspective answer) has completed
 # "fallback": a step degraded (e.g. plan unparseable -> plain RAG)
 # "answer": the final generation starts; text deltas follow
-Kind = Literal["type", "plan", "sub_answer", "fallback", "answer"]
-KINDS: tuple[str, ...] = ("type", "plan", "sub_answer", "fallback", "answer")
+Kind = Literal["type", "plan", "sources", "sub_answer", "fallback", "answer"]
+KINDS: tuple[str, ...] = ("type", "plan", "sources", "sub_answer", "fallback", "answer")
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ class TypedRAG:
     ) -> AsyncIterator[str | Progress | Result]:
         """Yield the final answer as text deltas, then the Result (whose answer is their join).
 
-        With ``progress``, :class:`Progress` events (type, plan, each sub-answer,
+        With ``progress``, :class:`Progress` events (type, plan, sources, each sub-answer,
         answer start) are yielded too, each as soon as it exists, before the deltas.
         """
         request = self.resolve(question, **fields)
@@ -211,12 +211,15 @@ class TypedRAG:
                 prepare.cancel()
                 await asyncio.gather(prepare, return_exceptions=True)
         ctx, final = prepare.result()
+        while not events.empty():  # announced as prepare ended (its sources, a sub-answer)
+            yield events.get_nowait()
         parts: list[str] = []
         async for delta in ctx.stream_final(final):
-            while not events.empty():
+            while not events.empty():  # the "answer" event, before the first token
                 yield events.get_nowait()
-            parts.append(delta)
-            yield delta
+            if delta:
+                parts.append(delta)
+                yield delta
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)

@@ -2,10 +2,14 @@
 
 It streams answers with the ``openai`` SDK (so it exercises exactly what any
 client sees), and shows what Typed-RAG did: the detected type as a badge, the
-plan in a collapsible panel and the numbered sources. While a question runs,
-the stream's progress chunks fill a live status line (type, plan, each
-sub-answer as it completes) before the answer's first token. The same Blocks app is
-mounted at ``/ui`` by ``typed-rag serve`` or run alone by ``typed-rag ui``.
+plan in a collapsible panel and the numbered sources. It shows each thing when it is
+known: the queue position while the request waits, then from the stream's progress
+chunks the type, the plan, the sources as soon as retrieval ends (per sub-query), each
+sub-answer, then the answer as it streams. The answer's ``[n]`` markers link to their
+source (a click highlights it); the sources the answer cites come first, in the order
+it cites them, the others folded away. A collection picker (``GET /v1/collections``)
+chooses what to answer from; a document's source shows its file name and page. The same
+Blocks app is mounted at ``/ui`` by ``typed-rag serve`` or run alone by ``typed-rag ui``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import gradio as gr
+import httpx
 import openai
 from fastapi import FastAPI
 
@@ -23,12 +28,15 @@ from typed_rag.types import MODES
 from ui.render import (
     EMPTY_BADGE,
     EMPTY_PLAN,
-    EMPTY_SOURCES,
     apply_event,
     badge_html,
+    collection_choices,
+    linkify,
     plan_markdown,
-    sources_markdown,
+    source_list,
+    sources_html,
     status_markdown,
+    unlinkify,
 )
 
 log = logging.getLogger(__name__)
@@ -39,7 +47,41 @@ CSS = """
 .tr-badge-note { color: #6b7280; font-size: 0.85em; margin-left: 6px; }
 .tr-badge-empty { color: #6b7280; font-style: italic; }
 #tr-status:empty { display: none; }
+.tr-src { padding: 6px 8px; margin: 4px 0; border-radius: 6px;
+          border-left: 3px solid transparent; transition: background 0.3s; }
+.tr-src.tr-hl { background: rgba(245, 158, 11, 0.25); border-left-color: #f59e0b; }
+.tr-src-num { font-weight: 600; text-decoration: none; }
+.tr-src-file, .tr-src-query, .tr-src-note { color: #6b7280; font-size: 0.85em; }
+.tr-src-snippet { font-size: 0.9em; }
+.tr-src-passage > summary, .tr-uncited > summary { cursor: pointer; color: #6b7280;
+                                                  font-size: 0.85em; }
 """
+
+# A click on an answer's [n] link (or a source's own number) highlights source n and
+# scrolls to it, opening the folded list if it is there. One listener for the page,
+# in the capture phase, so no component's handler turns the link into a navigation.
+HEAD = """<script>
+(function () {
+  if (window.__trCitations) return;
+  window.__trCitations = true;
+  document.addEventListener("click", function (event) {
+    var link = event.target && event.target.closest
+      ? event.target.closest('a[href^="#tr-src-"]') : null;
+    if (!link) return;
+    event.preventDefault();
+    event.stopPropagation();
+    var source = document.getElementById(link.getAttribute("href").slice(1));
+    document.querySelectorAll(".tr-src.tr-hl").forEach(function (el) {
+      el.classList.remove("tr-hl");
+    });
+    if (!source) return;  // a source of an earlier answer: the panel shows the last one's
+    var folded = source.closest("details");
+    if (folded) folded.open = true;
+    source.classList.add("tr-hl");
+    source.scrollIntoView({behavior: "smooth", block: "center"});
+  }, true);
+})();
+</script>"""
 
 EXAMPLES = [
     "Why do leaves change color in autumn?",
@@ -51,6 +93,7 @@ EXAMPLES = [
 LOGIN_MESSAGE = "Password: the server's API key (server.api_key). Any user name works."
 
 Outputs = tuple[list[dict[str, str]], str, str, str, str, str]
+DEFAULT_COLLECTION = "wiki"  # the server's default (typed_rag.retrieval.collections.WIKI)
 
 
 def _error_text(exc: Exception, api_base: str) -> str:
@@ -86,39 +129,56 @@ def _conversation(history: list[dict[str, Any]]) -> list[dict[str, str]]:
             continue
         if not content.strip() or content.startswith("⚠️"):
             continue
-        out.append({"role": str(turn["role"]), "content": content})
+        out.append({"role": str(turn["role"]), "content": unlinkify(content)})
     return out
 
 
 def make_responder(
     api_base: str, api_key: str | None = None, timeout_s: float = 600.0
 ) -> Callable[..., AsyncIterator[Outputs]]:
-    """The chat handler: stream one answer and fill the side panels from ``typed_rag``."""
+    """The chat handler: stream one answer and fill the side panels as things become known."""
     client = openai.AsyncOpenAI(
         base_url=api_base, api_key=api_key or "not-needed", max_retries=0, timeout=timeout_s
     )
 
     async def respond(
-        message: str, history: list[dict[str, Any]] | None, mode: str
+        message: str,
+        history: list[dict[str, Any]] | None,
+        mode: str,
+        collection: str | None = DEFAULT_COLLECTION,
     ) -> AsyncIterator[Outputs]:
         history = list(history or [])
         question = (message or "").strip()
         if not question:
-            yield history, "", EMPTY_BADGE, EMPTY_PLAN, EMPTY_SOURCES, "Type a question first."
+            yield history, "", EMPTY_BADGE, EMPTY_PLAN, sources_html(None), "Type a question first."
             return
         conversation = _conversation(history)
         history.append({"role": "user", "content": question})
         history.append({"role": "assistant", "content": ""})
+        turn = len(history) - 1  # the answer's place: its source ids carry it
         mode = mode if mode in MODES else "typed-rag"
         live: dict[str, Any] = {"mode": mode}
-        yield history, "", EMPTY_BADGE, "_Planning…_", "_Retrieving…_", "_Sending…_"
+        shown = {"sources": sources_html(live, turn=turn)}
+
+        def sources(html: str) -> Any:
+            """The panel, or "no change" (the list can be long; the answer streams per token)."""
+            if html == shown["sources"]:
+                return gr.skip()
+            shown["sources"] = html
+            return html
+
+        yield history, "", EMPTY_BADGE, "_Planning…_", shown["sources"], "_Sending…_"
         answer = ""
         info: dict[str, Any] | None = None
+        extra_body = {}
+        if collection and collection != DEFAULT_COLLECTION and mode != "llm":
+            extra_body["collection"] = collection
         try:
             stream = await client.chat.completions.create(
-                model=mode if mode in MODES else "typed-rag",
+                model=mode,
                 messages=[*conversation, {"role": "user", "content": question}],
                 stream=True,
+                extra_body=extra_body or None,
             )
             async for chunk in stream:
                 extra = getattr(chunk, "typed_rag", None)
@@ -129,40 +189,69 @@ def make_responder(
                         yield (
                             history,
                             "",
-                            badge_html(live),
+                            badge_html(live) if live.get("type") else EMPTY_BADGE,
                             _live_plan(live),
-                            "_Retrieving…_",
-                            status_markdown(live),
+                            sources(sources_html(live, answer, turn)),
+                            status_markdown(live, answering=bool(answer)),
                         )
                         continue
                     info = extra
                 if chunk.choices and chunk.choices[0].delta.content:
                     answer += chunk.choices[0].delta.content
-                    history[-1] = {"role": "assistant", "content": answer}
+                    known = {int(s.get("citation", 0)) for s in source_list(live)}
+                    history[-1] = {"role": "assistant", "content": linkify(answer, known, turn)}
                     yield (
                         history,
                         "",
                         badge_html(live) if live.get("type") else EMPTY_BADGE,
                         _live_plan(live),
-                        "_Retrieving…_",
+                        sources(sources_html(live, answer, turn)),
                         status_markdown(live, answering=True),
                     )
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged here
             log.info("demo request failed: %r", exc)
             text = _error_text(exc, api_base)
             history[-1] = {"role": "assistant", "content": f"⚠️ {text}"}
-            yield history, "", EMPTY_BADGE, EMPTY_PLAN, EMPTY_SOURCES, f"⚠️ {text}"
+            yield history, "", EMPTY_BADGE, EMPTY_PLAN, sources_html(None), f"⚠️ {text}"
             return
+        info = dict(info or {"mode": mode})
+        info["sources"] = live.get("sources") or {}  # the whole passages the events brought
+        known = {int(s.get("citation", 0)) for s in source_list(info)}
+        history[-1] = {"role": "assistant", "content": linkify(answer, known, turn)}
         yield (
             history,
             "",
             badge_html(info),
             plan_markdown(info),
-            sources_markdown(info),
+            sources_html(info, answer, turn, final=True),
             "",
         )
 
     return respond
+
+
+def make_collection_loader(
+    api_base: str, api_key: str | None = None
+) -> Callable[[str | None], Any]:
+    """The collection picker's filler: ``GET /v1/collections``, keeping the current choice
+    when it is still there."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def load(current: str | None = None) -> Any:
+        try:
+            async with httpx.AsyncClient(timeout=10) as http:
+                r = await http.get(api_base.rstrip("/") + "/collections", headers=headers)
+                r.raise_for_status()
+                cards = r.json().get("data", [])
+        except (httpx.HTTPError, ValueError) as exc:
+            log.info("demo could not list the collections: %r", exc)
+            cards = []
+        choices = collection_choices(cards)
+        names = [value for _label, value in choices]
+        value = current if current in names else DEFAULT_COLLECTION
+        return gr.update(choices=choices, value=value)
+
+    return load
 
 
 def build_demo(
@@ -176,7 +265,8 @@ def build_demo(
     with gr.Blocks(title="Typed-RAG", analytics_enabled=False) as demo:
         gr.Markdown(
             "## Typed-RAG\nAsk a non-factoid question. Typed-RAG detects its type, "
-            "plans sub-queries for it, retrieves Wikipedia passages and answers with citations."
+            "plans sub-queries for it, retrieves passages (Wikipedia, or your own documents) "
+            "and answers with citations: click a [n] to see its source."
         )
         with gr.Row():
             with gr.Column(scale=3):
@@ -203,24 +293,40 @@ def build_demo(
                     info="typed-rag: type-aware; rag: plain RAG; llm: no retrieval",
                     elem_id="tr-mode",
                 )
+                with gr.Row():
+                    collection = gr.Dropdown(
+                        [(DEFAULT_COLLECTION, DEFAULT_COLLECTION)],
+                        value=DEFAULT_COLLECTION,
+                        label="Collection",
+                        info="what to answer from: Wikipedia, or documents you indexed "
+                        "(typed-rag index build --docs PATH --name NAME)",
+                        elem_id="tr-collection",
+                        scale=5,
+                    )
+                    refresh = gr.Button(
+                        "↻", elem_id="tr-collections-refresh", size="sm", scale=0, min_width=44
+                    )
                 gr.Markdown("**Question type**")
                 badge = gr.HTML(EMPTY_BADGE, elem_id="tr-badge")
                 with gr.Accordion("Plan", open=False, elem_id="tr-plan-box"):
                     plan = gr.Markdown(EMPTY_PLAN, elem_id="tr-plan")
                 gr.Markdown("**Sources**")
-                sources = gr.Markdown(EMPTY_SOURCES, elem_id="tr-sources")
+                sources = gr.HTML(sources_html(None), elem_id="tr-sources")
                 clear = gr.Button("Clear", elem_id="tr-clear")
 
         outputs = [chatbot, box, badge, plan, sources, status]
-        inputs = [box, chatbot, mode]
+        inputs = [box, chatbot, mode, collection]
         send.click(respond, inputs, outputs, api_name="chat", concurrency_limit=concurrency)
         box.submit(respond, inputs, outputs, api_name=False, concurrency_limit=concurrency)
         clear.click(
-            lambda: ([], "", EMPTY_BADGE, EMPTY_PLAN, EMPTY_SOURCES, ""),
+            lambda: ([], "", EMPTY_BADGE, EMPTY_PLAN, sources_html(None), ""),
             None,
             outputs,
             api_name=False,
         )
+        load_collections = make_collection_loader(api_base, api_key)
+        demo.load(load_collections, collection, collection, api_name=False)
+        refresh.click(load_collections, collection, collection, api_name=False)
     return demo
 
 
@@ -251,6 +357,7 @@ def mount_demo(
         auth_message=LOGIN_MESSAGE if auth else None,
         footer_links=[],
         css=CSS,
+        head=HEAD,
     )
 
 
@@ -264,4 +371,11 @@ def launch(
 ) -> None:
     """Run the demo alone against a server that is already running (``typed-rag ui``)."""
     demo = build_demo(api_base, api_key, timeout_s=timeout_s)
-    demo.launch(server_name=host, server_port=port, css=CSS, footer_links=[], show_error=True)
+    demo.launch(
+        server_name=host,
+        server_port=port,
+        css=CSS,
+        head=HEAD,
+        footer_links=[],
+        show_error=True,
+    )

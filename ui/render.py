@@ -1,12 +1,18 @@
 """Turn the server's ``typed_rag`` object into the demo's badge, plan and sources.
 
-Pure functions of plain dicts, so they can be tested without a browser.
+Pure functions of plain dicts, so they can be tested without a browser. The sources
+panel is HTML: each source has the id :func:`source_id` that the answer's ``[n]`` links
+(:func:`linkify`) point at, so a click highlights and scrolls to it (``ui.demo.HEAD``).
 """
 
 from __future__ import annotations
 
 import html
+import re
+from pathlib import PurePath
 from typing import Any
+
+from typed_rag.messages import CITATION_GROUP, cited_numbers
 
 TYPE_COLOURS = {
     "EVIDENCE-BASED": "#2563eb",
@@ -21,7 +27,6 @@ TYPE_COLOURS = {
 
 EMPTY_BADGE = '<div class="tr-badge-empty">Ask a question to see its type.</div>'
 EMPTY_PLAN = "_No plan yet._"
-EMPTY_SOURCES = "_No sources yet._"
 # In the baseline modes the type is only reported, not used to pick a pipeline.
 MODE_NOTES = {"llm": "LLM only: type not used", "rag": "plain RAG: type not used"}
 SNIPPET_CHARS = 240  # CitedPassage.snippet length
@@ -118,23 +123,173 @@ def plan_markdown(info: dict[str, Any] | None) -> str:
     return "\n".join(lines).strip()
 
 
-def sources_markdown(info: dict[str, Any] | None) -> str:
-    """Numbered sources, as the answer cites them: title, passage id and a snippet."""
-    if not info:
-        return EMPTY_SOURCES
-    cites = info.get("citations") or []
-    if not cites:
-        return "_No passages were used for this answer._"
-    parts = []
-    for c in cites:
-        raw = str(c.get("snippet", ""))
-        snippet = " ".join(raw.split())
-        if len(raw) >= SNIPPET_CHARS:  # the server cut it
-            snippet += "…"
-        parts.append(
-            f"**[{c.get('citation')}] {c.get('title', '')}** `{c.get('id', '')}`  \n{snippet}"
+# --- sources and the answer's citation links ---------------------------------------------
+
+_LINKED = re.compile(r"\[\[(\d+)\]\]\(#tr-src-\d+-\d+\)")
+
+
+def source_id(turn: int, citation: int) -> str:
+    """The HTML id of source ``citation`` of the answer at chat position ``turn``; the turn
+    keeps an earlier answer's links from pointing at a later answer's sources."""
+    return f"tr-src-{turn}-{citation}"
+
+
+def linkify(answer: str, known: set[int] | list[int], turn: int) -> str:
+    """The answer as Markdown whose ``[n]`` markers (``[2, 3]`` too) link to their source in
+    the panel; numbers of no known source stay plain text."""
+    known = set(known)
+
+    def link(match: re.Match[str]) -> str:
+        numbers = [int(d) for d in re.findall(r"\d+", match.group(1))]
+        if not any(n in known for n in numbers):
+            return match.group(0)
+        return "".join(
+            f"[[{n}]](#{source_id(turn, n)})" if n in known else f"[{n}]" for n in numbers
         )
-    return "\n\n".join(parts)
+
+    return CITATION_GROUP.sub(link, answer)
+
+
+def unlinkify(text: str) -> str:
+    """:func:`linkify` undone: the answer as the model wrote it (sent back as history)."""
+    return _LINKED.sub(r"[\1]", text)
+
+
+def source_list(info: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The sources known so far, by citation number: the final ``citations`` when the answer
+    is done (each completed with its whole text from the ``sources`` events), else what the
+    ``sources`` progress events brought."""
+    if not info:
+        return []
+    live: dict[int, dict[str, Any]] = info.get("sources") or {}
+    final = info.get("citations")
+    if final is None:
+        return [live[n] for n in sorted(live)]
+    out = []
+    for c in final:
+        seen = live.get(int(c.get("citation", 0)), {})
+        out.append({**seen, **{k: v for k, v in c.items() if v is not None}})
+    return sorted(out, key=lambda c: int(c.get("citation", 0)))
+
+
+def file_label(source: dict[str, Any]) -> str:
+    """Where a document passage comes from, for people: ``manual.pdf · page 2 · Hydraulics``."""
+    path = source.get("source")
+    if not path:
+        return ""
+    parts = [PurePath(str(path)).name]
+    if source.get("page") is not None:
+        parts.append(f"page {source['page']}")
+    if source.get("section"):
+        parts.append(str(source["section"]))
+    return " · ".join(parts)
+
+
+def file_url(source: dict[str, Any]) -> str | None:
+    """A ``file://`` link to a document passage's file (at its page, for a PDF)."""
+    path = source.get("source")
+    if not path or not PurePath(str(path)).is_absolute():
+        return None
+    url = PurePath(str(path)).as_uri()
+    return url + (f"#page={source['page']}" if source.get("page") is not None else "")
+
+
+def _snippet(source: dict[str, Any]) -> tuple[str, str]:
+    """(the snippet shown, the whole passage when it is longer than the snippet, else "")."""
+    text = str(source.get("text") or "")
+    raw = text or str(source.get("snippet") or "")
+    snippet = " ".join(raw[:SNIPPET_CHARS].split())
+    if len(raw) >= SNIPPET_CHARS and (len(text) > SNIPPET_CHARS or not text):
+        snippet += "…"  # there is more (the server cuts snippets at SNIPPET_CHARS)
+    whole = " ".join(text.split()) if len(text) > SNIPPET_CHARS else ""
+    return snippet, whole
+
+
+def source_html(source: dict[str, Any], turn: int, cited: bool, show_query: bool = True) -> str:
+    """One source: its number (a link to itself), title, file and page or passage id, the
+    (sub-)query that found it, a snippet and the whole passage on click."""
+    n = int(source.get("citation", 0))
+    sid = source_id(turn, n)
+    esc = html.escape
+    head = (
+        f'<div class="tr-src-head"><a class="tr-src-num" href="#{sid}">[{n}]</a> '
+        f"<b>{esc(str(source.get('title', '')))}</b></div>"
+    )
+    label = file_label(source)
+    if label:
+        url = file_url(source)
+        path = esc(str(source.get("source")))
+        if url:
+            name = f'<a class="tr-src-link" href="{esc(url)}" title="{path}" target="_blank">'
+            name += f"{esc(label)}</a>"
+        else:
+            name = f'<span title="{path}">{esc(label)}</span>'
+        where = f'<div class="tr-src-file">{name}</div>'
+    else:
+        where = f'<div class="tr-src-file"><code>{esc(str(source.get("id", "")))}</code></div>'
+    query = source.get("query")
+    found = ""
+    if query and show_query:
+        found = f'<div class="tr-src-query">found for: <i>{esc(str(query))}</i></div>'
+    snippet, whole = _snippet(source)
+    body = f'<div class="tr-src-snippet">{esc(snippet)}</div>'
+    if whole:
+        body += (
+            '<details class="tr-src-passage"><summary>the whole passage</summary>'
+            f"<div>{esc(whole)}</div></details>"
+        )
+    return (
+        f'<div class="tr-src" id="{sid}" data-citation="{n}" data-cited="{str(cited).lower()}">'
+        f"{head}{where}{found}{body}</div>"
+    )
+
+
+def _note(text: str) -> str:
+    return f'<div class="tr-src-note">{html.escape(text)}</div>'
+
+
+def sources_html(
+    info: dict[str, Any] | None, answer: str = "", turn: int = 0, final: bool = False
+) -> str:
+    """The sources panel: before the answer, every source found so far in number order;
+    once it is written, the ones it cites first, in the order it cites them, and the
+    others folded away (open while the answer is still streaming)."""
+    sources = source_list(info)
+    if not sources:
+        if final or (info or {}).get("mode") == "llm":
+            return _note("No passages were used for this answer.")
+        if (info or {}).get("stage") == "queued":
+            return _note("Waiting for the server…")
+        return _note("Retrieving…") if info else _note("No sources yet.")
+    by_number = {int(s.get("citation", 0)): s for s in sources}
+    many = len({s.get("query") for s in sources}) > 1  # sub-queries: say which found it
+
+    def one(source: dict[str, Any], cited: bool) -> str:
+        return source_html(source, turn, cited, show_query=many)
+
+    if not answer.strip():
+        found = f"{len(sources)} source{'s' if len(sources) != 1 else ''} found"
+        items = "".join(one(s, False) for s in sources)
+        return f'<div class="tr-sources" data-turn="{turn}">{_note(found)}{items}</div>'
+    order = [n for n in cited_numbers(answer) if n in by_number]
+    cited = "".join(one(by_number[n], True) for n in order)
+    rest = [s for s in sources if int(s.get("citation", 0)) not in order]
+    folded = ""
+    if rest:
+        count = f"{len(rest)} source{'s' if len(rest) != 1 else ''}"
+        summary = (
+            f"{count}, none cited by the answer"
+            if not order
+            else f"{len(rest)} more {'source' if len(rest) == 1 else 'sources'} not cited"
+        )
+        if not final:
+            summary = f"{count} not cited yet"
+        items = "".join(one(s, False) for s in rest)
+        folded = (
+            f'<details class="tr-uncited"{"" if final else " open"}>'
+            f"<summary>{html.escape(summary)}</summary>{items}</details>"
+        )
+    return f'<div class="tr-sources" data-turn="{turn}">{cited}{folded}</div>'
 
 
 def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
@@ -153,6 +308,10 @@ def apply_event(info: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
                 info[key] = event[key]
     elif kind == "plan":
         info.setdefault("plan", {}).update(event.get("plan") or {})
+    elif kind == "sources":
+        found = info.setdefault("sources", {})
+        for passage in event.get("passages") or []:
+            found.setdefault(int(passage.get("citation", 0)), dict(passage))
     elif kind == "sub_answer":
         info.setdefault("sub_answers", []).append(event)
     elif kind == "fallback":
@@ -192,6 +351,7 @@ def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
         done.append(f"- ✓ *{html.escape(str(head))}*: {html.escape(text)}")
     if done:
         blocks.append("\n".join(done))
+    found = len(info.get("sources") or {})
     if stage == "queued":
         blocks.append(f"_Waiting for the server: place {info.get('queue_position')} in the queue…_")
     elif answering or stage == "answer" or (total and len(subs) >= total):
@@ -202,4 +362,28 @@ def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
         blocks.append(f"_Answering sub-questions… {len(subs)}/{total or len(items)} done_")
     elif stage == "plan":
         blocks.append("_Retrieving…_")
+    elif stage == "sources":
+        blocks.append(f"_{found} source{'s' if found != 1 else ''} found; writing the answer…_")
     return "\n\n".join(blocks) if blocks else "_Working…_"
+
+
+def collection_choices(cards: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The collection picker's ``(label, name)`` pairs from ``GET /v1/collections``: the
+    Wikipedia default first (always there), then each document collection with its size."""
+    out: list[tuple[str, str]] = []
+    for card in cards:
+        name = str(card.get("id") or card.get("name") or "")
+        if not name or any(name == value for _, value in out):
+            continue
+        bits = ["Wikipedia"] if card.get("kind") == "wikipedia" else []
+        files = card.get("files")
+        if files is not None:
+            bits.append(f"{files} file{'s' if files != 1 else ''}")
+        if card.get("passages") is not None:
+            bits.append(f"{card['passages']:,} passages")
+        if card.get("built") is False:
+            bits.append("not built")
+        out.append((f"{name} ({', '.join(bits)})" if bits else name, name))
+    if not any(name == "wiki" for _, name in out):
+        out.insert(0, ("wiki", "wiki"))
+    return out

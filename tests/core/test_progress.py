@@ -41,11 +41,19 @@ def kinds(items: Sequence[object]) -> list[str]:
 async def test_stream_yields_type_plan_each_sub_answer_then_the_answer(make_rag) -> None:
     rag, _engine = make_rag(scripted_responder({"sub_query_plan": THREE}))
     items = await collect(rag.answer_stream(REASON_Q, force_type=T.REASON, progress=True))
-    assert kinds(items) == ["type", "plan", "sub_answer", "sub_answer", "sub_answer", "answer"] + [
+    assert kinds(items) == ["type", "plan"] + ["sources"] * 3 + ["sub_answer"] * 3 + [
+        "answer",
         "text",
         "result",
     ]
     events = [i for i in items if isinstance(i, Progress)]
+    # the sources of each sub-query, as soon as its retrieval ends: numbered, with their text
+    found = [e.data for e in events if e.kind == "sources"]
+    assert [f["query"] for f in found] == json.loads(THREE)["sub_queries"]
+    numbers = [p["citation"] for f in found for p in f["passages"]]
+    assert numbers and all(p["text"] and p["title"] for f in found for p in f["passages"])
+    assert sorted(set(numbers)) == list(range(1, len(set(numbers)) + 1))
+    events = [e for e in events if e.kind != "sources"]
     assert events[0].data["type"] == "REASON" and events[0].data["type_source"] == "forced"
     assert events[1].data["plan"]["sub_queries"] == json.loads(THREE)["sub_queries"]
     subs = [e.data for e in events if e.kind == "sub_answer"]
@@ -146,6 +154,39 @@ async def test_each_sub_answer_is_announced_before_the_round_ends(settings) -> N
     )
     assert len(result.sub_answers) == 2
     assert [len(b) for b in engine.batches] == [1, 2, 1]  # still one batch per round
+
+
+class SlowFirstTokenEngine(FakeEngine):
+    """The final answer's first token waits until the test lets it (a long prefill)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def stream(self, request: ChatRequest):  # type: ignore[override]
+        await self.release.wait()
+        async for delta in super().stream(request):
+            yield delta
+
+
+@pytest.mark.parametrize("qtype", [T.REASON, T.EVIDENCE_BASED])
+async def test_every_event_arrives_before_the_first_token_is_ready(settings, qtype) -> None:
+    """What prepare announced as it ended (the sources, the last sub-answer) and the answer's
+    start reach the stream at once, not with the first token a long prefill delays."""
+    engine = SlowFirstTokenEngine()
+    rag = TypedRAG(settings, engine=engine, retriever=MemoryRetriever())
+    seen: list[str] = []
+    stream = rag.answer_stream(REASON_Q, force_type=qtype, progress=True)
+    async with aclosing(stream):
+        while not seen or seen[-1] != "answer":
+            item = await asyncio.wait_for(anext(stream), timeout=5)  # the engine still waits
+            assert isinstance(item, Progress), item
+            seen.append(item.kind)
+        engine.release.set()
+        rest = [item async for item in stream]
+    assert "sources" in seen and (qtype != T.REASON or "sub_answer" in seen)
+    assert "".join(i for i in rest if isinstance(i, str)) == "A fake answer [1]."
+    assert isinstance(rest[-1], Result) and rest[-1].answer == "A fake answer [1]."
 
 
 async def test_intermediate_steps_get_their_own_token_budgets(make_rag) -> None:

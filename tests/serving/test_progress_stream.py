@@ -38,7 +38,19 @@ def test_openai_sdk_streams_the_same_text_and_the_events_are_easy_to_skip(serve)
     # the events: chunks whose typed_rag has an "event"; the last typed_rag is the full trace
     extras = [getattr(c, "typed_rag", None) for c in chunks]
     events = [x for x in extras if x is not None and "event" in x]
-    assert [e["event"] for e in events] == ["type", "plan", "sub_answer", "sub_answer", "answer"]
+    assert [e["event"] for e in events] == [
+        "type",
+        "plan",
+        "sources",
+        "sources",
+        "sub_answer",
+        "sub_answer",
+        "answer",
+    ]
+    # each sub-query's sources as soon as its retrieval ends, before any sub-answer
+    found = [p for e in events if e["event"] == "sources" for p in e["passages"]]
+    assert found and all(p["citation"] >= 1 and p["title"] and p["text"] for p in found)
+    events = [e for e in events if e["event"] != "sources"]
     assert events[0]["type"] == "REASON" and events[0]["probabilities"]["REASON"] > 0.5
     assert events[1]["plan"]["sub_queries"] == [
         "why do leaves change color",

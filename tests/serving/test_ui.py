@@ -20,7 +20,16 @@ from tests.serving.conftest import (
     make_rag,
     server_settings,
 )
-from ui.render import badge_html, plan_markdown, sources_markdown
+from ui.render import (
+    apply_event,
+    badge_html,
+    collection_choices,
+    linkify,
+    plan_markdown,
+    sources_html,
+    status_markdown,
+    unlinkify,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "artifacts" / "ui"
@@ -76,10 +85,143 @@ def test_plan_lists_sub_queries_sub_answers_and_fallbacks() -> None:
 
 
 def test_sources_are_numbered_with_titles_and_ids() -> None:
-    md = sources_markdown(INFO)
-    assert md.index("**[1] Autumn leaf color**") < md.index("**[2] Chlorophyll**")
-    assert "`p1`" in md and "Leaves change" in md
-    assert "No passages" in sources_markdown({"citations": []})
+    panel = sources_html(INFO, "", turn=1, final=True)
+    assert panel.index("[1]</a> <b>Autumn leaf color</b>") < panel.index("[2]</a> <b>Chlorophyll")
+    assert "<code>p1</code>" in panel and "Leaves change" in panel
+
+
+# What the `sources` progress events bring: whole passages, one event per (sub-)query.
+LONG = "Chlorophyll is the green pigment of leaves. " * 12
+PDF = "/home/me/docs/press manual.pdf"
+FOUND = [
+    {
+        "event": "sources",
+        "query": "why leaves turn",
+        "passages": [
+            {"citation": 1, "id": "p1", "title": "Autumn leaf color", "text": "Leaves change.",
+             "query": "why leaves turn"},
+            {"citation": 2, "id": "p2", "title": "Chlorophyll", "text": LONG,
+             "query": "why leaves turn"},
+        ],
+    },
+    {
+        "event": "sources",
+        "query": "hydraulic oil",
+        "passages": [
+            {"citation": 3, "id": "press#7", "title": "Press Brake Manual — Hydraulics",
+             "text": "Change the hydraulic oil every 2000 hours.", "query": "hydraulic oil",
+             "source": PDF, "page": 2, "section": "Hydraulics"},
+            {"citation": 1, "id": "p1", "title": "Autumn leaf color", "text": "Leaves change.",
+             "query": "hydraulic oil"},  # found again: keeps its number and first query
+        ],
+    },
+]  # fmt: skip
+
+
+def _live() -> dict:
+    live: dict = {"mode": "typed-rag"}
+    for event in FOUND:
+        apply_event(live, event)
+    return live
+
+
+def _ids(panel: str) -> list[str]:
+    import re
+
+    return re.findall(r'class="tr-src" id="tr-src-\d+-(\d+)"', panel)
+
+
+def test_sources_show_as_soon_as_found_in_number_order() -> None:
+    live = _live()
+    panel = sources_html(live, answer="", turn=3)
+    assert _ids(panel) == ["1", "2", "3"] and "3 sources found" in panel
+    assert "tr-uncited" not in panel  # nothing folded before the answer
+    assert "found for: <i>why leaves turn</i>" in panel  # which sub-query found it
+    assert "found for: <i>hydraulic oil</i>" in panel
+    assert "3 sources found; writing the answer" in status_markdown(dict(live, stage="sources"))
+    # before any event: retrieving; queued: waiting; llm mode or no passages: none used
+    assert "Retrieving" in sources_html({"mode": "rag"})
+    assert "Waiting" in sources_html({"mode": "rag", "stage": "queued"})
+    assert "No passages" in sources_html({"mode": "llm"}, final=True)
+    assert "No passages" in sources_html({"mode": "rag", "citations": []}, final=True)
+
+
+def test_cited_sources_first_in_citation_order_and_the_rest_folded() -> None:
+    live = _live()
+    answer = "Oil is changed every 2000 hours [3]. Leaves turn [1, 3]."
+    final = sources_html(live, answer, turn=3, final=True)
+    cited, folded = final.split('<details class="tr-uncited">')
+    assert _ids(cited) == ["3", "1"] and _ids(folded) == ["2"]
+    assert 'data-cited="true"' in cited and 'data-cited="false"' in folded
+    assert "1 more source not cited" in folded
+    # while the answer streams the not-yet-cited ones stay open
+    streaming = sources_html(live, "Oil is changed [3]", turn=3)
+    assert '<details class="tr-uncited" open><summary>2 sources not cited yet' in streaming
+    # an answer that cites nothing says so, all sources folded
+    none = sources_html(live, "No markers at all.", turn=3, final=True)
+    assert "3 sources, none cited by the answer" in none and none.index("<details") < none.index(
+        'id="tr-src-3-1"'
+    )
+
+
+def test_citation_markers_link_to_their_source_and_back() -> None:
+    answer = "Oil [3]. Leaves [1, 2]. Unknown [9]. Mixed [2; 9]."
+    md = linkify(answer, {1, 2, 3}, turn=5)
+    assert "Oil [[3]](#tr-src-5-3)." in md
+    assert "Leaves [[1]](#tr-src-5-1)[[2]](#tr-src-5-2)." in md
+    assert "Unknown [9]." in md and "Mixed [[2]](#tr-src-5-2)[9]." in md
+    assert unlinkify(md) == "Oil [3]. Leaves [1][2]. Unknown [9]. Mixed [2][9]."
+    # the link targets exist in the panel of the same turn
+    panel = sources_html(_live(), answer, turn=5)
+    for n in (1, 2, 3):
+        assert f'id="tr-src-5-{n}"' in panel and f'href="#tr-src-5-{n}"' in panel
+
+
+def test_a_document_source_shows_file_name_page_section_and_a_file_link() -> None:
+    panel = sources_html(_live(), "Oil [3].", turn=1, final=True)
+    doc = panel[panel.index('id="tr-src-1-3"') :]
+    assert "press manual.pdf · page 2 · Hydraulics" in doc
+    assert 'href="file:///home/me/docs/press%20manual.pdf#page=2"' in doc
+    assert f'title="{PDF}"' in doc
+    assert "Change the hydraulic oil every 2000 hours." in doc
+    assert "<code>p1</code>" in panel  # a Wikipedia passage: its id
+    # a long passage: a snippet, and the whole text on click
+    long = panel[panel.index('id="tr-src-1-2"') :]
+    assert "…" in long and '<details class="tr-src-passage">' in long
+    assert " ".join(LONG.split()) in long
+
+
+def test_final_citations_keep_the_whole_passages_from_the_events() -> None:
+    info = {
+        "mode": "typed-rag",
+        "sources": _live()["sources"],
+        "citations": [  # the server's final list: snippets, file and page
+            {"citation": 2, "id": "p2", "title": "Chlorophyll", "snippet": LONG[:240]},
+            {"citation": 3, "id": "press#7", "title": "Press", "snippet": "Change",
+             "source": PDF, "page": 2, "section": None},
+        ],
+    }  # fmt: skip
+    panel = sources_html(info, "See [2].", turn=1, final=True)
+    assert _ids(panel) == ["2", "3"]  # the final list decides which sources there are
+    assert " ".join(LONG.split()) in panel  # the whole text from the event
+    assert "press manual.pdf · page 2 · Hydraulics" in panel  # None does not erase a field
+    assert "&lt;" in sources_html(
+        {"citations": [{"citation": 1, "title": "<script>", "snippet": "x"}]}, final=True
+    )
+
+
+def test_collection_choices_label_each_collection() -> None:
+    cards = [
+        {"id": "wiki", "kind": "wikipedia", "built": True, "passages": 12000},
+        {"id": "shop", "kind": "documents", "built": True, "passages": 14, "files": 2},
+        {"id": "one", "kind": "documents", "built": True, "passages": 3, "files": 1},
+    ]
+    assert collection_choices(cards) == [
+        ("wiki (Wikipedia, 12,000 passages)", "wiki"),
+        ("shop (2 files, 14 passages)", "shop"),
+        ("one (1 file, 3 passages)", "one"),
+    ]
+    assert collection_choices([]) == [("wiki", "wiki")]  # the server could not be asked
 
 
 # --- the demo against a live server -------------------------------------------------
@@ -107,10 +249,13 @@ def test_gradio_client_chat_endpoint(ui_server: LiveServer) -> None:
     )
     assert box == "" and status == ""
     assert history[-1]["role"] == "assistant"
-    assert "A fake answer [1]." in str(history[-1]["content"])
+    assert "A fake answer [[1]](#tr-src-1-1)." in str(history[-1]["content"])
     assert "REASON" in badge
-    assert "Autumn leaf color" in sources
+    assert "Autumn leaf color" in sources and 'id="tr-src-1-1"' in sources
     assert "Sub queries" in plan
+    # the collection is a parameter of the endpoint (default: wiki)
+    *_, status = client.predict(QUESTION, [], "rag", "wiki", api_name="/chat")
+    assert status == ""
 
 
 def test_demo_says_when_the_server_is_down() -> None:
@@ -142,6 +287,38 @@ def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
         engine.gate.set()
         blocker.join(30)
     assert "busy" in outputs[-1][5]
+
+
+def test_demo_shows_the_queue_position_then_the_answer(tmp_path: Path) -> None:
+    from ui.demo import make_responder
+
+    settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.short_slots": 0})
+    engine = ProbeEngine(gate=threading.Event())  # the blocker holds the one slot
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
+        blocker = threading.Thread(
+            target=lambda: httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
+        )
+        blocker.start()
+        deadline = 100
+        while srv.metric("typed_rag_requests_in_flight") < 1 and deadline:
+            deadline -= 1
+            threading.Event().wait(0.05)
+
+        async def ask() -> list:
+            out = []
+            async for item in make_responder(srv.api)(QUESTION, [], "typed-rag"):
+                out.append(item)
+                if "in the queue" in str(item[5]):
+                    engine.gate.set()  # seen waiting: let the slot free up
+            return out
+
+        outputs = asyncio.run(asyncio.wait_for(ask(), 30))
+        engine.gate.set()
+        blocker.join(30)
+    waiting = next(o for o in outputs if "in the queue" in str(o[5]))
+    assert "place 1 in the queue" in waiting[5] and "Waiting for the server" in waiting[4]
+    assert outputs[-1][5] == "" and "A fake answer" in outputs[-1][0][-1]["content"]
 
 
 async def _collect(gen) -> list:

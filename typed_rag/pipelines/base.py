@@ -254,9 +254,11 @@ class Context:
         return res.text
 
     async def stream_final(self, final: Final) -> AsyncIterator[str]:
-        """Stream the final generation; records the call when the engine reports it."""
+        """Stream the final generation; records the call when the engine reports it. The first
+        item is "" (right after the ``answer`` event), the text deltas follow."""
         self.rounds += 1
         self.emit("answer", step=final.step)
+        yield ""  # the caller can pass the event on now, not with the first token
         start = time.perf_counter()
         try:
             async for delta in self.engine.stream(self.final_request(final)):
@@ -307,7 +309,8 @@ class Context:
     def cite(self, passages: Sequence[Passage], query: str | Sequence[str]) -> list[CitedPassage]:
         """Give passages their citation numbers (one per passage id across the question).
 
-        ``query`` is the (sub-)query that retrieved them, or one query per passage.
+        ``query`` is the (sub-)query that retrieved them, or one query per passage. They are
+        announced at once (a ``sources`` progress event), before any answer is written.
         """
         queries = [query] * len(passages) if isinstance(query, str) else list(query)
         out: list[CitedPassage] = []
@@ -330,6 +333,11 @@ class Context:
                 self.result.passages.append(cited)
             if cited not in out:
                 out.append(cited)
+        if self.on_event is not None:  # retrieval for this query is over: show its sources
+            one = query if isinstance(query, str) else None
+            if one is None and len(set(queries)) == 1:
+                one = queries[0]
+            self.emit("sources", query=one, passages=[p.model_dump() for p in out])
         return out
 
 
