@@ -202,7 +202,7 @@ def summarize(
                 ),
             }
         )
-    (out / SUMMARY).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    (out / SUMMARY).write_text(json.dumps(_finite(summary), indent=1), encoding="utf-8")
     return summary
 
 
@@ -295,3 +295,15 @@ def plot_quality_by_kind(summary: Sequence[Mapping[str, Any]], path: Path) -> Pa
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN (a measure with no pairs, e.g. padding under ``--no-padding``) as
+    null, so the summary is strict JSON."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
