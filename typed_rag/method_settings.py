@@ -58,6 +58,13 @@ class MethodOptions(BaseModel):
         description="Paragraphs that copy a shown passage as the prompt lists it are cut "
         "(trace: uncopied; not streamed).",
     )
+    drop_scaffolding: bool = Field(
+        False,
+        description="Talk about the pipeline ('Perspective 1', 'the references provided') is "
+        "rewritten away or dropped (typed_rag.finishing.scaffolding; trace: unscaffolded; not "
+        "streamed). Off: on 64 re-judged headline answers it changes, 5 scored worse, none "
+        "better (results/method/scaffolding).",
+    )
     trim_cut_off: bool = Field(
         False,
         description="An answer cut by max_tokens ends at its last complete sentence "

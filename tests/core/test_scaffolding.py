@@ -217,14 +217,14 @@ PASSAGE = CitedPassage(citation=1, id="p1", title="T", text="It costs too much."
 @pytest.mark.parametrize("mode", ["llm", "rag", "typed-rag"])
 def test_finish_guards_every_mode(mode: str) -> None:
     result = Result(question="Q?", mode=mode, answer=LEAKY, passages=[PASSAGE])
-    done = finish(result, MethodOptions(), time.perf_counter())
+    done = finish(result, MethodOptions(drop_scaffolding=True), time.perf_counter())
     assert done.answer == CLEAN and done.unscaffolded
     assert done.scaffolding == ["label-heading"] and done.citations == [1]
 
 
 def test_finish_records_a_streamed_answer_without_changing_it() -> None:
     result = Result(question="Q?", mode="typed-rag", answer=LEAKY, passages=[PASSAGE])
-    done = finish(result, MethodOptions(), time.perf_counter(), streamed=True)
+    done = finish(result, MethodOptions(drop_scaffolding=True), time.perf_counter(), streamed=True)
     assert done.answer == LEAKY and not done.unscaffolded
     assert done.scaffolding == ["label-heading"]
 
@@ -238,5 +238,13 @@ def test_finish_leaves_a_clean_answer_unflagged() -> None:
 @pytest.mark.parametrize("mode", ["llm", "rag", "typed-rag"])
 async def test_the_system_guards_every_mode(make_rag, mode: str) -> None:
     rag, _ = make_rag(scripted_responder({}, lambda req: LEAKY))
+    rag.settings.method.drop_scaffolding = True
     result = await rag.answer("Should cities ban cars?", mode=mode, force_type=T.EVIDENCE_BASED)
     assert result.answer == CLEAN and result.unscaffolded
+
+
+async def test_scaffolding_is_recorded_and_kept_by_default(make_rag) -> None:
+    rag, _ = make_rag(scripted_responder({}, lambda req: LEAKY))
+    result = await rag.answer("Should cities ban cars?", mode="rag")
+    assert result.answer == LEAKY and not result.unscaffolded
+    assert result.scaffolding == ["label-heading"]

@@ -126,8 +126,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         for name, cut_made in cut.flags().items():
             setattr(result, name, cut_made)
     guard = unscaffold(result.answer)
-    result.scaffolding = guard.found
-    if not streamed:
+    result.scaffolding = guard.found  # recorded always; rewritten only when the option is on
+    if opts.drop_scaffolding and not streamed:
         result.unscaffolded = guard.answer != result.answer
         result.answer = guard.answer
     result.citations = check_citations(result.answer, shown).valid
