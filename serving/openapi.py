@@ -25,6 +25,7 @@ REF = "#/components/schemas/{model}"
 ERRORS: dict[int, str] = {
     400: "invalid body or field (`param` names it), unknown model, input or context too long",
     401: "`server.api_key` is set and the Bearer key is missing or wrong",
+    404: "the `collection` named is not built (`GET /v1/collections` lists them)",
     413: "body larger than `server.max_body_bytes`",
     429: "all slots busy and the queue full (`Retry-After`)",
     500: "a bug; details only in the server log",
@@ -132,7 +133,7 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 
                     "text/event-stream": {"schema": SSE_EVENT},
                 },
             },
-            **_errors(400, *auth_errors, 413, 429, 500, 503, 504),
+            **_errors(400, *auth_errors, 404, 413, 429, 500, 503, 504),
         }
         models = paths["/v1/models"]["get"]
         models["responses"] = {

@@ -48,5 +48,8 @@ def prepare(req: ChatCompletionRequest, settings: Settings) -> Resolved:
 
 
 def request_error(exc: RequestError) -> APIError:
-    """A bad request field as the OpenAI-shaped 400 naming it."""
+    """A bad request field as the OpenAI-shaped 400 naming it; a named thing that does not
+    exist (an unknown collection) as a 404."""
+    if exc.code == "not_found":
+        return errors.APIError(404, str(exc), param=exc.param, code=exc.code)
     return errors.bad_request(str(exc), param=exc.param, code=exc.code)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from typed_rag.config import SamplingSettings, Settings
 from typed_rag.conversation import ChatOptions, Turn
 from typed_rag.errors import UserError
-from typed_rag.retrieval.collections import require_collection
+from typed_rag.retrieval.collections import WIKI, check_name, require_collection
 from typed_rag.types import MODES, QuestionType
 
 SYSTEM_ROLES = ("system", "developer")
@@ -136,9 +136,15 @@ class AnswerRequest:
         ``collection`` that is not built is a :class:`RequestError` naming the known ones."""
         if self.collection is not None:
             try:
-                require_collection(settings, self.collection)
+                if self.collection != WIKI:
+                    check_name(self.collection)
             except UserError as exc:
                 raise RequestError(str(exc), param="collection") from None
+            try:
+                require_collection(settings, self.collection)
+            except UserError as exc:
+                # the request is well formed; the collection it names does not exist (404)
+                raise RequestError(str(exc), param="collection", code="not_found") from None
         limit = settings.server.max_top_k
         if self.top_k is not None and self.top_k > limit:
             raise RequestError(

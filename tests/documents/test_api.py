@@ -63,7 +63,7 @@ def test_http_collection_field_and_listing(settings: Settings) -> None:
         assert all(p["source"] is None and p["page"] is None for p in default)
 
         bad = ask(srv.url, collection="nope")
-        assert bad.status_code == 400
+        assert bad.status_code == 404
         error = bad.json()["error"]
         assert error["param"] == "collection"
         assert "unknown collection 'nope' (known: wiki, shop)" in error["message"]
