@@ -1,0 +1,1 @@
+"""Resumable evaluation runs: answering and scoring in batches, manifests, distribution, splicing."""
