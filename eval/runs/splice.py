@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.runs.manifest import _diff, filled, git_commit, read_manifest, save_manifest
 from eval.data.routes import CLASSIFIED, label_route
+from eval.runs.manifest import _diff, filled, git_commit, read_manifest, save_manifest
 from eval.runs.runner import ANSWERS, SCORES
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
