@@ -1,5 +1,7 @@
 # The two commands of the README:
-#   make serve   set up (venv, default model, classifier, index) and start the server + chat UI
+#   make serve   set up (venv, default model, classifier, index) and start the server + chat UI;
+#                on a fresh machine llama.cpp compiles while the rest is set up, and the
+#                fine-tuned classifier trains in the background (scripts/setup.sh says how)
 #   make test    set up the test environment and run the whole suite (fast tests, then slow real-model tests)
 VENV ?= .venv
 TR := $(VENV)/bin/typed-rag
@@ -10,7 +12,7 @@ PORT ?= 8000
 .PHONY: serve test test-fast test-slow setup lint bench clean-venv results
 
 serve:
-	bash scripts/setup.sh env assets
+	bash scripts/setup.sh assets
 	$(TR) serve --host $(HOST) --port $(PORT)
 
 test:
@@ -26,7 +28,7 @@ test-slow:
 	$(PYTEST) -q -m slow
 
 setup:
-	bash scripts/setup.sh env assets
+	bash scripts/setup.sh assets
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -13,7 +13,8 @@ usual ``--set`` settings) or on a running one (``--url``):
 - ``timings_error_max``: over every traced answer, how far the step timings
   (plan, retrieval, sub-answers, final answer, finishing, ...) are from the total.
 
-It writes those keys to ``results/serving/summary.json`` (``--out``). ``--throughput``
+It writes those keys to ``results/serving/summary.json`` (``--out``; keys other runs
+wrote there, e.g. ``benchmarks/instructions_bench.py``, are kept). ``--throughput``
 instead runs N clients back to back for a fixed time (requests/s, latency percentiles).
 
     python benchmarks/load_bench.py --serve --set engine.backend=fake --fake-delay 0.3 \\
@@ -302,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["fresh_server"] = True
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=1) + "\n")
+    kept = json.loads(out.read_text()) if out.exists() else {}  # other benchmarks' keys
+    out.write_text(json.dumps(kept | summary, indent=1) + "\n")
     shown = {k: v for k, v in summary.items() if not isinstance(v, dict | list)}
     print(json.dumps(shown, indent=1))
     print(f"wrote {out}")

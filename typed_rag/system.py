@@ -79,7 +79,9 @@ class TypedRAG:
         In ``llm`` mode a missing index is tolerated (nothing is retrieved); a
         classifier that cannot be loaded leaves unforced questions on the
         plain-RAG route, which each Result records (``type_source="none"`` and
-        a fallback note).
+        a fallback note). While the fine-tuned classifier is still training (a
+        fresh set-up), the embedding head types questions until it is there
+        (``build_classifier(..., interim=True)``).
         """
         from typed_rag.classifier import build_classifier
         from typed_rag.engines import build_engine
@@ -96,7 +98,7 @@ class TypedRAG:
         if retriever is not None:  # every query reranked when retrieval.rerank_depth > 0
             retriever = with_reranking(settings, retriever, reranker)
         try:
-            classifier: TypeClassifier | None = build_classifier(settings)
+            classifier: TypeClassifier | None = build_classifier(settings, interim=True)
         except (UserError, FileNotFoundError) as exc:
             # Questions with a forced type still work; the others are answered by
             # plain RAG, and each Result says so (type_source "none" + a fallback).

@@ -6,6 +6,11 @@ classifier train``), ``finetuned`` (all-MiniLM-L6-v2 fine-tuned end to end by
 ``typed-rag classifier train --kind finetuned``) or ``nfcats`` (the original
 RoBERTa checkpoint). ``TypeClassifier.predict(..., allowed=...)`` restricts
 the choice to some types.
+
+``build_classifier(settings, interim=True)`` (the server and ``ask``) also covers a fresh
+set-up, where the fine-tuned classifier is still training in the background: while only the
+embedding head is trained, the head types questions and is replaced by the fine-tuned
+classifier once its artefact appears (:mod:`typed_rag.classifier.interim`).
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from typed_rag.classifier.base import TypeClassifier, TypePrediction, restrict
 from typed_rag.config import Settings
 
 
-def build_classifier(settings: Settings) -> TypeClassifier:
-    """The classifier chosen by ``settings.classifier.kind``, loaded and ready."""
+def build_classifier(settings: Settings, *, interim: bool = False) -> TypeClassifier:
+    """The classifier chosen by ``settings.classifier.kind``, loaded and ready.
+
+    ``interim``: for ``finetuned``, when its artefact is missing but the embedding head's is
+    there, the head standing in until the fine-tuned artefact appears. Without it (evaluation,
+    ``classifier eval``), or when neither artefact is there, a missing artefact is a UserError.
+    """
     kind = settings.classifier.kind
     if kind == "embedding-head":
         from typed_rag.classifier.embedding_head import EmbeddingHeadClassifier  # heavy: torch
@@ -24,6 +34,12 @@ def build_classifier(settings: Settings) -> TypeClassifier:
     if kind == "finetuned":
         from typed_rag.classifier.finetune import FineTunedClassifier  # heavy: torch
 
+        if interim:
+            from typed_rag.classifier.interim import head_until_finetuned
+
+            stand_in = head_until_finetuned(settings)
+            if stand_in is not None:
+                return stand_in
         return FineTunedClassifier.load(settings)
     if kind == "nfcats":
         from typed_rag.classifier.nfcats import NFCatsClassifier  # heavy: torch
