@@ -1,7 +1,8 @@
 """Answer a fixed sample of Wiki-NFQA questions with forced types and write the answers.
 
 Run it on two checkouts (before and after a change) with the same settings and compare the
-files: a refactoring that keeps behaviour gives identical text for the fixed seed.
+files (``--compare BEFORE AFTER``): a refactoring that keeps behaviour gives identical text
+for the fixed seed.
 """
 
 from __future__ import annotations
@@ -45,13 +46,39 @@ def sample(labels_path: Path, data_dir: Path, n: int) -> list[dict]:
     return picked
 
 
+def compare(before: Path, after: Path) -> dict:
+    """Answers and passages of the questions both files hold, compared exactly."""
+    b, a = ({r["id"]: r for r in map(json.loads, p.open())} for p in (before, after))
+    rows = [
+        {
+            "id": qid,
+            "type": a[qid]["type"],
+            "identical": a[qid]["answer"] == b[qid]["answer"],
+            "same_passages": a[qid]["passages"] == b[qid]["passages"],
+        }
+        for qid in a
+        if qid in b
+    ]
+    counts = {k: sum(r[k] for r in rows) for k in ("identical", "same_passages")}
+    return {"n": len(rows), **counts, "rows": rows}
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    ap.add_argument("--out")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--config")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
+    if args.compare:
+        result = compare(*args.compare)
+        print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        return 0
+    if not args.out:
+        ap.error("--out is required to answer")
     overrides = dict(s.split("=", 1) for s in args.set)
     settings = load_settings(args.config, **overrides)
     rows = sample(Path("results/wiki-nfqa/run/labels.json"), Path(settings.eval.data_dir), args.n)
