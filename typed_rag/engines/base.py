@@ -36,8 +36,8 @@ class ChatRequest:
     seed: int | None = None
     stop: list[str] | None = None
     json_schema: dict[str, Any] | None = None
-    # Engines that queue requests run a higher priority first (a short request is 1), so
-    # a short question never waits behind the rounds of long ones; no effect on the text.
+    # A short request is 1: engines that queue requests run it first, and llama.cpp in its
+    # short lane beside a long call, so it never waits behind long ones; the text is the same.
     priority: int = 0
 
 

@@ -1,11 +1,9 @@
 """llama.cpp backend (llama-cpp-python): the embedded CPU default.
 
-A ``Llama`` object is not thread-safe, so one worker thread owns it and runs
-requests one after another from a queue, higher ``priority`` first (a short request
-does not wait behind the queued rounds of long ones), in arrival order otherwise;
-callers await futures on their own event loop. Cancelling the awaiting task drops a request that has not started
-and stops one that is running at its next token (a stopping criterion checks
-a flag).
+A ``Llama`` object is not thread-safe, so one worker thread owns it and runs requests
+one after another from a queue; short ones go to a second context (``llamacpp_lane``).
+Callers await futures on their own event loop. Cancelling the awaiting task drops a
+request that has not started and stops a running one at its next token.
 
 Prompts are built with the chat template stored in the GGUF (the same Jinja
 formatter ``create_chat_completion`` uses), JSON-schema requests are decoded
@@ -42,6 +40,7 @@ from typed_rag.engines.base import (
 )
 from typed_rag.engines.grammar import schema_grammar
 from typed_rag.engines.llamacpp_jobs import Guard, Job, default_threads, post, resolve
+from typed_rag.engines.llamacpp_lane import ShortLane
 from typed_rag.engines.llamacpp_model import (
     choice_logprobs,
     choice_token_ids,
@@ -76,7 +75,7 @@ class PrefillRequest:
     messages: list[dict[str, str]]
 
 
-class LlamaCppEngine(Engine):
+class LlamaCppEngine(ShortLane, Engine):
     """A GGUF model run in-process by llama.cpp, one request at a time."""
 
     name = "llamacpp"
@@ -116,10 +115,12 @@ class LlamaCppEngine(Engine):
         # between graph nodes, so a cancelled prompt stops mid-evaluation.
         self._running: threading.Event | None = None
         self._abort_callback: Any = None
-
-    # ------------------------------------------------------------ lifecycle
+        ShortLane.__init__(self)
 
     async def start(self) -> None:
+        await asyncio.wrap_future(self._spawn())
+
+    def _spawn(self) -> ThreadFuture[None]:
         with self._start_lock:
             if self._ready is None:
                 self._ready = ThreadFuture()
@@ -127,9 +128,11 @@ class LlamaCppEngine(Engine):
                     target=self._worker, name=f"llamacpp-{self.model}", daemon=True
                 )
                 self._thread.start()
-        await asyncio.wrap_future(self._ready)
+            return self._ready
 
     async def close(self) -> None:
+        if self._lane is not None:
+            await self._lane.close()
         thread = self._thread
         if thread is None:
             return
@@ -140,8 +143,6 @@ class LlamaCppEngine(Engine):
 
     def healthy(self) -> bool:
         return self._fatal is None and (self._thread is None or self._thread.is_alive())
-
-    # -------------------------------------------------------------- requests
 
     async def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         return await self._submit(requests)
@@ -205,17 +206,14 @@ class LlamaCppEngine(Engine):
         finally:
             job.cancelled.set()
 
-    def _put(self, job: Job) -> None:
-        priority = getattr(job.request, "priority", 0)
-        self._queue.put((-priority, next(self._arrival), job))
-
-    # ---------------------------------------------------------------- worker
-
     def _worker(self) -> None:
         assert self._ready is not None
         try:
             self._load()
         except BaseException as exc:  # noqa: BLE001 - reported to every awaiting caller
+            if self._main is not None:
+                self._lane_failed(exc)
+                return
             self._fatal = exc
             self._ready.set_exception(EngineError(f"could not load {self.model_path}: {exc}"))
             return
@@ -227,6 +225,7 @@ class LlamaCppEngine(Engine):
             if job.cancelled.is_set() or job.future.done():
                 continue  # cancelled before it started: dropped
             self._running = job.cancelled
+            self.idle.clear()
             try:
                 if isinstance(job.request, ChoiceRequest):
                     result: Any = self._score(job.request)
@@ -247,6 +246,7 @@ class LlamaCppEngine(Engine):
                     post(job.loop, resolve, job.future, None, exc)
             finally:
                 self._running = None
+                self.idle.set()
         self._llm.close()
         self._llm = None
 
@@ -313,6 +313,7 @@ class LlamaCppEngine(Engine):
         llm.input_ids[:keep] = ids[:keep]
         llm.n_tokens = keep  # eval drops the cells after it
         for start, stop in aligned_blocks(keep, len(ids), self.n_batch):
+            self._pause()
             llm.eval(ids[start:stop])
         self._live = as_tokens(ids)
         self.reused_tokens += keep
@@ -343,7 +344,7 @@ class LlamaCppEngine(Engine):
                 f"(engine.n_ctx={self.n_ctx})"
             )
         limit = min(req.max_tokens, room)
-        guard = Guard(job.cancelled, prompt_len=len(ids), limit=limit)
+        guard = Guard(job.cancelled, prompt_len=len(ids), limit=limit, pause=self._pause)
         criteria = StoppingCriteriaList([guard])
         if template_criteria is not None:
             criteria.extend(template_criteria)

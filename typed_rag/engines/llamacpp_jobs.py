@@ -35,13 +35,21 @@ class Guard:
     so far, so ``len(ids) - prompt_len + 1`` is the number of the token just sampled.
     """
 
-    def __init__(self, cancelled: threading.Event, prompt_len: int, limit: int) -> None:
+    def __init__(
+        self,
+        cancelled: threading.Event,
+        prompt_len: int,
+        limit: int,
+        pause: Callable[[], None] = lambda: None,
+    ) -> None:
         self.cancelled = cancelled
         self.prompt_len = prompt_len
         self.limit = limit
         self.hit_limit = False
+        self.pause = pause  # called between tokens: waits while a short request runs
 
     def __call__(self, ids: Any, _logits: Any) -> bool:
+        self.pause()
         if self.cancelled.is_set():
             return True
         if len(ids) - self.prompt_len + 1 > self.limit:
