@@ -11,7 +11,9 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 W=${1:-$(mktemp -d /tmp/fresh-setup.XXXXXX)}
 PORT=${PORT:-8765}
 OUT=${OUT:-$REPO/results/serving/summary.json}
-PY=${PYTHON:-python3.11}
+# The interpreter itself, not a shim: version managers (pyenv) look under $HOME, which
+# is replaced below.
+PY=$("${PYTHON:-python3.11}" -c 'import sys; print(sys.executable)')
 
 start=$(date +%s)
 git clone -q "$REPO" "$W/main"
@@ -19,7 +21,7 @@ ln -sfn "$(cd "$REPO/../shared" && pwd)" "$W/shared"
 mkdir -p "$W/home/.config"
 [ -d "$HOME/.config/pip" ] && cp -r "$HOME/.config/pip" "$W/home/.config/"
 echo "fresh set-up in $W (log: $W/serve.log)"
-(cd "$W/main" && HOME="$W/home" setsid make serve PORT="$PORT" >"$W/serve.log" 2>&1 & echo $! >"$W/serve.pid")
+(cd "$W/main" && HOME="$W/home" PYTHON="$PY" setsid make serve PORT="$PORT" >"$W/serve.log" 2>&1 & echo $! >"$W/serve.pid")
 stop() { kill -- -"$(cat "$W/serve.pid")" 2>/dev/null || true; }
 trap stop EXIT
 
