@@ -165,7 +165,7 @@ async def waiting(base: str, args: argparse.Namespace) -> dict[str, Any]:
         "short_p95_over_alone": pct(under, 95) / alone_s if under and alone_s else None,
         "first_request_s": first,
         "tenth_request_s": tenth,
-        "first_over_tenth": first / tenth if first and tenth else None,
+        "first_request_s / tenth_request_s": first / tenth if first and tenth else None,
         "timings_error_max": max(c.timing_errors, default=None),
         "long_in_flight": args.long,
         "samples": {
