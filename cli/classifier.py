@@ -41,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do nothing if a valid artefact for the same embedder and seed exists (set-up uses it)",
     )
+    train.add_argument(
+        "--quick",
+        action="store_true",
+        help="embedding-head: one head (hidden 256, class-weight power 0.5, the grid's usual "
+        "choice) instead of the grid of four; the set-up's first classifier",
+    )
     train.set_defaults(func=_train)
 
     ev = inner.add_parser("eval", help="accuracy, macro-F1, per-class P/R/F1 and confusion")
@@ -54,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 TRAINABLE = ("embedding-head", "finetuned")
+QUICK_GRID = ((256, 0.5),)  # the full grid's choice on valid (its metrics.json "chosen")
 
 
 def _kind(args: argparse.Namespace, settings: Settings) -> str:
@@ -86,7 +93,8 @@ def _train(args: argparse.Namespace, settings: Settings) -> int:
             f"{s.chosen['epochs']} ({s.timings_s['fine_tune']:.0f} s)"
         )
     else:
-        s = training.train_classifier(settings, embedder=args.embedder, **common)
+        grid = QUICK_GRID if args.quick else None
+        s = training.train_classifier(settings, embedder=args.embedder, grid=grid, **common)
         print(
             f"\nchosen head: hidden={s.chosen['hidden']} class-weight power="
             f"{s.chosen['class_weight_power']} epoch={s.chosen['best_epoch']}"

@@ -213,7 +213,7 @@ step_classifier() {
     return 0
   fi
   log "question-type classifier: the embedding head first, used until the fine-tuned one is there"
-  "$tr" classifier train --kind embedding-head --if-missing
+  "$tr" classifier train --kind embedding-head --quick --if-missing
   if ! take_pidfile "$ft_pid" "classifier"; then
     log "the fine-tuned classifier is being trained by pid $(cat "$ft_pid") (log: $ft_log)"
     return 0

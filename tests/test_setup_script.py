@@ -81,9 +81,9 @@ step_classifier {fake}
     calls = (home / "calls").read_text().splitlines()
     ours = os.nice(0)  # the niceness the tests run at; `nice -n 19` caps at 19
     assert calls == [
-        f"classifier train --kind embedding-head --if-missing | nice {ours}",
+        f"classifier train --kind embedding-head --quick --if-missing | nice {ours}",
         "classifier train --kind finetuned --if-missing | nice 19",
-        f"classifier train --kind embedding-head --if-missing | nice {ours}",
+        f"classifier train --kind embedding-head --quick --if-missing | nice {ours}",
     ]
     assert "fine-tuned and saved" in log.read_text()
 
