@@ -23,7 +23,7 @@ mkdir -p "$W/home/.config"
 echo "fresh set-up in $W (log: $W/serve.log)"
 (cd "$W/main" && HOME="$W/home" PYTHON="$PY" setsid make serve PORT="$PORT" >"$W/serve.log" 2>&1 & echo $! >"$W/serve.pid")
 # make, the server and the background fine-tuning all run from the clone's venv
-stop() { kill -- -"$(cat "$W/serve.pid")" 2>/dev/null; pkill -f "$W/main/.venv/" || true; }
+stop() { kill -- -"$(cat "$W/serve.pid")" 2>/dev/null || true; pkill -f "$W/main/.venv/" || true; }
 trap stop EXIT
 
 until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do
