@@ -60,3 +60,18 @@ async def test_short_request_overtakes_a_long_generation(smollm2_gguf: Path) -> 
         assert engine._lane is not None and engine._lane.healthy()
     finally:
         await engine.close()
+
+
+async def test_a_lane_that_cannot_load_hands_its_requests_back(smollm2_gguf: Path) -> None:
+    engine = LlamaCppEngine(smollm2_gguf, n_ctx=2048, n_threads=1)
+    try:
+        (expected,) = await engine.generate([SHORT])
+        engine.model_path = smollm2_gguf.parent / "no-such-model.gguf"  # the lane's context
+        short = dataclasses.replace(SHORT, priority=1)
+        results = await asyncio.wait_for(engine.generate([short, short]), timeout=300)
+        assert [r.text for r in results] == [expected.text] * 2
+        assert engine._lane is not None and engine._lane._fatal is not None
+        (after,) = await engine.generate([short])  # later short requests go to the main context
+        assert after.text == expected.text and engine.healthy()
+    finally:
+        await engine.close()
