@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -273,19 +274,8 @@ def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
 
     settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.max_queue": 0})
     engine = ProbeEngine(gate=threading.Event())  # the blocker runs until the demo has asked
-    with live_server(settings, make_rag(settings, engine)) as srv:
-        body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
-        blocker = threading.Thread(
-            target=lambda: httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
-        )
-        blocker.start()
-        deadline = 100
-        while srv.metric("typed_rag_requests_in_flight") < 1 and deadline:
-            deadline -= 1
-            threading.Event().wait(0.05)
+    with live_server(settings, make_rag(settings, engine)) as srv, slot_held(srv, engine):
         outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "llm")))
-        engine.gate.set()
-        blocker.join(30)
     assert "busy" in outputs[-1][5]
 
 
@@ -294,16 +284,7 @@ def test_demo_shows_the_queue_position_then_the_answer(tmp_path: Path) -> None:
 
     settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.short_slots": 0})
     engine = ProbeEngine(gate=threading.Event())  # the blocker holds the one slot
-    with live_server(settings, make_rag(settings, engine)) as srv:
-        body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
-        blocker = threading.Thread(
-            target=lambda: httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
-        )
-        blocker.start()
-        deadline = 100
-        while srv.metric("typed_rag_requests_in_flight") < 1 and deadline:
-            deadline -= 1
-            threading.Event().wait(0.05)
+    with live_server(settings, make_rag(settings, engine)) as srv, slot_held(srv, engine):
 
         async def ask() -> list:
             out = []
@@ -314,11 +295,28 @@ def test_demo_shows_the_queue_position_then_the_answer(tmp_path: Path) -> None:
             return out
 
         outputs = asyncio.run(asyncio.wait_for(ask(), 30))
-        engine.gate.set()
-        blocker.join(30)
     waiting = next(o for o in outputs if "in the queue" in str(o[5]))
     assert "place 1 in the queue" in waiting[5] and "Waiting for the server" in waiting[4]
     assert outputs[-1][5] == "" and "A fake answer" in outputs[-1][0][-1]["content"]
+
+
+@contextlib.contextmanager
+def slot_held(srv, engine: ProbeEngine) -> Iterator[None]:
+    """A request holding a slot (the engine waits on its gate) until the block ends."""
+    body = {"model": "llm", "messages": [{"role": "user", "content": "Why?"}]}
+    blocker = threading.Thread(
+        target=lambda: httpx.post(srv.api + "/chat/completions", json=body, timeout=30)
+    )
+    blocker.start()
+    deadline = 100
+    while srv.metric("typed_rag_requests_in_flight") < 1 and deadline:
+        deadline -= 1
+        threading.Event().wait(0.05)
+    try:
+        yield
+    finally:
+        engine.gate.set()
+        blocker.join(30)
 
 
 async def _collect(gen) -> list:
