@@ -38,8 +38,10 @@ CONSTRAINTS=scripts/constraints.txt
 # encoders, miniaudio): `import llama_cpp` loads only libllama and ggml, and llama_cpp.mtmd_cpp
 # is imported only by the image chat handlers (Llava15ChatHandler, MTMDChatHandler), which a
 # text model never uses. llama.cpp's tests, examples, tools and server are off already (it is
-# a subproject there); its common library is forced on by llama-cpp-python's CMakeLists.txt.
-LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+# a subproject there); its common library, which llama-cpp-python's CMakeLists.txt forces on
+# and its Python code never loads, is skipped by scripts/llama-no-common.cmake (most of the
+# compile time: JSON, chat templates, an HTTP client).
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/scripts/llama-no-common.cmake"
 LLAMA_LOG=$LOGS/llama-cpp-python-build.log
 LLAMA_PIDFILE=$LOGS/llama-cpp-python-build.pid
 LLAMA_BUILD_PID=  # the build this run started, if any

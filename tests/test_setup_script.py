@@ -119,7 +119,11 @@ wait_llama_build
     assert [p.name for p in wheels.iterdir()] == [
         "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"
     ]
-    assert (tmp_path / "builds").read_text() == "build -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF\n"
+    no_common = ROOT / "scripts" / "llama-no-common.cmake"
+    assert (tmp_path / "builds").read_text() == (
+        f"build -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE={no_common}\n"
+    )
+    assert "set(LLAMA_BUILD_COMMON OFF)" in no_common.read_text()
     assert "in the background (log: " in out.stdout
 
 
