@@ -39,8 +39,8 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-padding",
         action="store_true",
-        help="leave out the padding and vouching probes' candidates (a store judged before "
-        "the probes existed is then summarized without new judgements)",
+        help="leave out the padding, vouching and scaffolding probes' candidates (a store judged "
+        "before the probes existed is then summarized without new judgements)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")

@@ -11,11 +11,13 @@ two kinds of candidates of known quality come from the generator itself:
 - ``nogold``: its answer to the question that contains none of the source
   dataset's short answers: it should score below the held-out grade-3 answer.
 
-Two more probes append sentences that add nothing to the held-out grade-1 answer and ask
-whether the judge pays for them: ``padded`` adds on-topic sentences that say nothing
+Three more probes copy the held-out grade-1 answer with words that add nothing and ask
+whether the judge pays for them: ``padded`` appends on-topic sentences that say nothing
 (:func:`padding`, length), ``vouched`` one sentence vouching for the answer's sources
-(:func:`vouching`, as the small generator writes them). A judge that credits content does
-not score either copy above the answer as it was.
+(:func:`vouching`, as the small generator writes them), ``scaffolded`` opens it with the
+pipeline's talk about its sources (:func:`scaffolding`, the commonest leak the scaffolding
+guard rewrites away). A judge that credits content does not score a copy above the answer
+as it was.
 
 Judgements are stored per (protocol, model, candidate) in a JSONL file, so
 protocols and models are added one run at a time and ensembles are computed
@@ -43,27 +45,42 @@ OFFTOPIC = "offtopic"
 NOGOLD = "nogold"
 PADDED = "padded"
 VOUCHED = "vouched"
+SCAFFOLDED = "scaffolded"
 
 
-def padding(question: str) -> str:
-    """Sentences about ``question`` that add no information (the ``padded`` probe)."""
+def padding(answer: str, question: str) -> str:
+    """``answer`` followed by sentences about ``question`` that add no information (the
+    ``padded`` probe)."""
     asked = question.strip().rstrip("?")
     return (
-        f'Answering "{asked}?" means looking at the relevant facts and their context. '
-        "The answer depends on several factors, and sources describe them in different ways. "
-        "Taken together, these points give a fuller picture of the question."
+        f'{answer.rstrip()} Answering "{asked}?" means looking at the relevant facts and their '
+        "context. The answer depends on several factors, and sources describe them in different "
+        "ways. Taken together, these points give a fuller picture of the question."
     )
 
 
-def vouching(question: str) -> str:
-    """A sentence that vouches for the answer's sources and adds nothing (the ``vouched``
-    probe), worded like the ones the default generator appends to its answers."""
+def vouching(answer: str, question: str) -> str:
+    """``answer`` followed by a sentence that vouches for its sources and adds nothing (the
+    ``vouched`` probe), worded like the ones the default generator appends to its answers."""
     del question  # the same sentence for every question, as the generator writes it
-    return "This answer is supported by the information provided in the references."
+    return (
+        f"{answer.rstrip()} This answer is supported by the information provided in the references."
+    )
 
 
-# The probes that append to a grade-1 answer: kind -> what is appended.
-APPENDED = {PADDED: padding, VOUCHED: vouching}
+def scaffolding(answer: str, question: str) -> str:
+    """``answer`` opened by the pipeline's talk about its sources (the ``scaffolded`` probe),
+    worded as the generator's commonest leak: "Based on the information provided in the
+    references, ..." (``typed_rag.finishing.scaffolding`` rewrites it away)."""
+    del question
+    text = answer.strip()
+    if text[:1].isupper() and not text[1:2].isupper():
+        text = text[:1].lower() + text[1:]
+    return f"Based on the information provided in the references, {text}"
+
+
+# The probes that copy a grade-1 answer with words that add nothing: kind -> the copy.
+COPIES = {PADDED: padding, VOUCHED: vouching, SCAFFOLDED: scaffolding}
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,7 @@ class Candidate:
 
     key: str
     question_id: str
-    kind: str  # graded | offtopic | nogold | padded | vouched
+    kind: str  # graded | offtopic | nogold | padded | vouched | scaffolded
     grade: int | None
     item: LinkageItem
 
@@ -119,7 +136,8 @@ def build_candidates(
     appended: bool = True,
 ) -> list[Candidate]:
     """Held-out graded answers, plus off-topic and no-gold generator answers from ``pool``;
-    with ``appended``, each grade-1 answer's padded and vouched copies (:data:`APPENDED`) too.
+    with ``appended``, each grade-1 answer's padded, vouched and scaffolded copies
+    (:data:`COPIES`) too.
 
     ``pool`` maps question id -> the generator's answer to that question. The
     off-topic answer of a question is drawn from pool answers to other
@@ -139,9 +157,8 @@ def build_candidates(
                 text = rng.choice(spare[grade])
                 out.append(_candidate(rec, refs, GRADED, grade, text))
                 if grade == 1 and appended:
-                    for kind, sentences in APPENDED.items():
-                        copy = f"{text.rstrip()} {sentences(rec.question)}"
-                        out.append(_candidate(rec, refs, kind, grade, copy))
+                    for kind, copy in COPIES.items():
+                        out.append(_candidate(rec, refs, kind, grade, copy(text, rec.question)))
         others = [
             q for q in by_type.get(type_of(labels, rec.question_id), []) if q != rec.question_id
         ]
@@ -191,7 +208,7 @@ def validity(
     def stats(sample: Sequence[str]) -> dict[str, float]:
         p30, p31, pall, nogold, grades, scores = [], [], [], [], [], []
         off_last, off_first = [], []
-        copies: dict[str, list[tuple[float, float]]] = {kind: [] for kind in APPENDED}
+        copies: dict[str, list[tuple[float, float]]] = {kind: [] for kind in COPIES}
         for qid in sample:
             cands = by_q[qid].values()
             graded = {c.grade: quality[c.key] for c in cands if c.kind == GRADED}
@@ -226,12 +243,14 @@ def validity(
             # judge does not pay for them
             "acc_padding": _pair_accuracy(copies[PADDED]),
             "acc_vouching": _pair_accuracy(copies[VOUCHED]),
+            "acc_scaffolding": _pair_accuracy(copies[SCAFFOLDED]),
             "n_3v0": len(p30),
             "n_3v1": len(p31),
             "n_offtopic": len(off_last),
             "n_nogold": len(nogold),
             "n_padding": len(copies[PADDED]),
             "n_vouching": len(copies[VOUCHED]),
+            "n_scaffolding": len(copies[SCAFFOLDED]),
         }
 
     point = stats(qids)

@@ -219,8 +219,8 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
     lines = [
         "| protocol | model | n | 3 > 0 % | 3 > 1 % | all pairs % | off-topic last % | "
         "off-topic first % | no-gold < grade 3 % | padded <= grade 1 % | vouched <= grade 1 % | "
-        "Spearman [95% CI] | s/verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "scaffolded <= grade 1 % | Spearman [95% CI] | s/verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in summary:
         sp = r.get("spearman")
@@ -231,7 +231,8 @@ def render(summary: Sequence[Mapping[str, Any]]) -> str:
             f"| {r['protocol']}{' (default)' if r['default'] else ''} | {r['model']} | {r['n']} | "
             f"{cell(r, 'acc_3v0')} | {cell(r, 'acc_3v1')} | {cell(r, 'acc_pairs')} | "
             f"{cell(r, 'acc_offtopic')} | {100 * first:.0f} | {cell(r, 'acc_nogold')} | "
-            f"{cell(r, 'acc_padding')} | {cell(r, 'acc_vouching')} | {sp_cell} | "
+            f"{cell(r, 'acc_padding')} | {cell(r, 'acc_vouching')} | "
+            f"{cell(r, 'acc_scaffolding')} | {sp_cell} | "
             f"{r['s_per_verdict']:.2f} |"
         )
     return "\n".join(lines)
@@ -253,7 +254,7 @@ def run_validity(
     appended: bool = True,
 ) -> list[dict[str, Any]]:
     """Pick questions, make the generator pool, judge with each protocol, summarize
-    (``appended``: with the padding and vouching probes' candidates)."""
+    (``appended``: with the padding, vouching and scaffolding probes' candidates)."""
     for p in protocols:
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)

@@ -14,9 +14,11 @@ from eval.judging.validity import (
     NOGOLD,
     OFFTOPIC,
     PADDED,
+    SCAFFOLDED,
     VOUCHED,
     Candidate,
     padding,
+    scaffolding,
     validity,
     vouching,
 )
@@ -137,7 +139,8 @@ def test_validity_reports_whether_padding_pays() -> None:
     # q1: the padded copy scores higher (length paid); q2: a tie counts half
     assert out["acc_padding"] == pytest.approx(0.25) and out["n_padding"] == 2
     assert out["mean_quality"]["padded"] == pytest.approx(0.6)
-    assert "fuller picture" in padding("Why is the sky blue?")
+    copy = padding("Rayleigh scattering.", "Why is the sky blue?")
+    assert copy.startswith("Rayleigh scattering. ") and "fuller picture" in copy
 
 
 def test_validity_reports_whether_vouching_pays() -> None:
@@ -150,7 +153,27 @@ def test_validity_reports_whether_vouching_pays() -> None:
     assert out["acc_vouching"] == pytest.approx(1 / 3, abs=1e-4) and out["n_vouching"] == 3
     assert out["n_padding"] == 0 and math.isnan(out["acc_padding"])
     assert out["mean_quality"]["vouched"] == pytest.approx(1.9 / 3, abs=1e-4)
-    assert "references" in vouching("Why is the sky blue?")
+    copy = vouching("Rayleigh scattering.", "Why is the sky blue?")
+    assert copy.startswith("Rayleigh scattering. ") and copy.endswith("in the references.")
+
+
+def test_the_scaffolded_probe_opens_the_answer_with_source_talk_the_guard_removes() -> None:
+    from typed_rag.finishing.scaffolding import unscaffold
+
+    answer = "Blue light is scattered more than red light by the air [1]."
+    copy = scaffolding(answer, "Why is the sky blue?")
+    assert copy == (
+        "Based on the information provided in the references, blue light is scattered more "
+        "than red light by the air [1]."
+    )
+    assert unscaffold(copy).answer == answer  # the copy is exactly what the guard undoes
+    assert scaffolding("NASA says so.", "q").endswith(", NASA says so.")  # acronyms kept
+    cands = [_cand(q, kind, 1) for q in ("q1", "q2") for kind in (GRADED, SCAFFOLDED)]
+    quality = {"q1/graded/1": 0.5, "q1/scaffolded/1": 0.6, "q2/graded/1": 0.5}
+    quality |= {"q2/scaffolded/1": 0.4}
+    flags = dict.fromkeys(quality, False)
+    out = validity(cands, quality, flags, flags, n_boot=20)
+    assert out["acc_scaffolding"] == pytest.approx(0.5) and out["n_scaffolding"] == 2
 
 
 def test_judge_validity_command_is_resumable_and_writes_the_summary(
