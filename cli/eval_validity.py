@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cli.eval_shared import data_args, load_data, obtain_labels, scorer_args, scorer_settings_for
 from eval.data.graded import given_labels
+from eval.judging.validity import COPIES, probes
 from eval.judging.validity_run import render, run_validity
 from typed_rag.config import Settings
 
@@ -37,10 +38,10 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", type=Path, help="question types from `eval label` (JSON)")
     p.add_argument("--seed", type=int, default=7, help="question and candidate draw")
     p.add_argument(
-        "--no-padding",
-        action="store_true",
-        help="leave out the padding, vouching and scaffolding probes' candidates (a store judged "
-        "before the probes existed is then summarized without new judgements)",
+        "--probes",
+        default=",".join(COPIES),
+        help=f"comma list of the grade-1 copies to judge ({', '.join(COPIES)}; default all), or "
+        "none (a store judged before a probe existed is then summarized without new judgements)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     scorer_args(p, "judge")
@@ -63,7 +64,7 @@ def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
         ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
         seed=args.seed,
         progress=not args.no_progress,
-        appended=not args.no_padding,
+        copies=probes(args.probes),
     )
     print(render(summary))
     print(f"\nwrote {args.out / 'summary.json'}")

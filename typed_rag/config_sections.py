@@ -309,6 +309,12 @@ class EvalSettings(BaseModel):
     judge_source_talk: Literal["keep", "strip"] = "keep"
     """... and with or without its sentences that vouch for its sources ("This answer is
     supported by the references."; :mod:`typed_rag.finishing.source_talk`)."""
+    # The judge pays for the pipeline's talk about its sources as for content (judge
+    # validity's scaffolded probe), and no graded reference has any.
+    judge_scaffolding: Literal["keep", "strip"] = "keep"
+    """... and with or without its talk about the pipeline ("Based on the references
+    provided, ...", "Perspective 1"), rewritten away as the scaffolding guard does
+    (:mod:`typed_rag.finishing.scaffolding`)."""
     store_passage_text: bool = True
     """Keep passage texts in ``answers.jsonl`` (the context judges read them); false for runs
     committed under ``results/``, where ids, titles and scores suffice (the index has the

@@ -39,6 +39,7 @@ from eval.data.labels import QuestionLabel, type_of
 from eval.data.wikinfqa import WikiNFQARecord
 from eval.judging.linkage import LinkageItem, Reference, build_references
 from eval.reports.linkage_metrics import ordered, spearman
+from typed_rag.errors import UserError
 
 GRADED = "graded"
 OFFTOPIC = "offtopic"
@@ -81,6 +82,17 @@ def scaffolding(answer: str, question: str) -> str:
 
 # The probes that copy a grade-1 answer with words that add nothing: kind -> the copy.
 COPIES = {PADDED: padding, VOUCHED: vouching, SCAFFOLDED: scaffolding}
+
+
+def probes(names: str) -> tuple[str, ...]:
+    """The probes a comma list names (``none``: no copies), checked against :data:`COPIES`."""
+    picked = tuple(n.strip() for n in names.split(",") if n.strip() and n.strip() != "none")
+    unknown = [n for n in picked if n not in COPIES]
+    if unknown:
+        raise UserError(
+            f"unknown probe {', '.join(unknown)}: choose from {', '.join(COPIES)} or none"
+        )
+    return picked
 
 
 @dataclass(frozen=True)
@@ -133,11 +145,10 @@ def build_candidates(
     labels: Mapping[str, QuestionLabel],
     seed: int,
     reference_seed: int,
-    appended: bool = True,
+    copies: Sequence[str] = tuple(COPIES),
 ) -> list[Candidate]:
     """Held-out graded answers, plus off-topic and no-gold generator answers from ``pool``;
-    with ``appended``, each grade-1 answer's padded, vouched and scaffolded copies
-    (:data:`COPIES`) too.
+    and each grade-1 answer's copies named in ``copies`` (:data:`COPIES`).
 
     ``pool`` maps question id -> the generator's answer to that question. The
     off-topic answer of a question is drawn from pool answers to other
@@ -156,9 +167,10 @@ def build_candidates(
             if spare.get(grade):
                 text = rng.choice(spare[grade])
                 out.append(_candidate(rec, refs, GRADED, grade, text))
-                if grade == 1 and appended:
-                    for kind, copy in COPIES.items():
-                        out.append(_candidate(rec, refs, kind, grade, copy(text, rec.question)))
+                if grade == 1:
+                    for kind in copies:
+                        copy = COPIES[kind](text, rec.question)
+                        out.append(_candidate(rec, refs, kind, grade, copy))
         others = [
             q for q in by_type.get(type_of(labels, rec.question_id), []) if q != rec.question_id
         ]

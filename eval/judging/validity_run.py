@@ -21,7 +21,7 @@ from eval.data.wikinfqa import WikiNFQARecord
 from eval.judging.linkage import REFERENCE_SEED
 from eval.judging.protocols import Judgement, ensemble, gated, judge, parse_protocol
 from eval.judging.resample import JUDGE_TEMPERATURE
-from eval.judging.validity import Candidate, build_candidates, pick_questions, validity
+from eval.judging.validity import COPIES, Candidate, build_candidates, pick_questions, validity
 from eval.reports.figures import plt
 from eval.reports.linkage_metrics import N_BOOT
 from eval.runs.manifest import scorer_name
@@ -251,10 +251,10 @@ def run_validity(
     ensembles: Sequence[str] = (),
     seed: int = 7,
     progress: bool = True,
-    appended: bool = True,
+    copies: Sequence[str] = tuple(COPIES),
 ) -> list[dict[str, Any]]:
     """Pick questions, make the generator pool, judge with each protocol, summarize
-    (``appended``: with the padding, vouching and scaffolding probes' candidates)."""
+    (``copies``: the probes whose grade-1 copies are judged, :data:`COPIES`)."""
     for p in protocols:
         parse_protocol(p)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,7 +265,7 @@ def run_validity(
             "needs a spare grade-3 answer and a spare answer of another grade per question"
         )
     pool = asyncio.run(generate_pool(settings, picked[:pool_size], out, progress))
-    candidates = build_candidates(picked, pool, labels, seed, REFERENCE_SEED, appended=appended)
+    candidates = build_candidates(picked, pool, labels, seed, REFERENCE_SEED, copies=copies)
     candidates.sort(key=lambda c: (c.question_id, c.key))  # a question's prompts share a prefix
     asyncio.run(judge_candidates(protocols, judge_settings, candidates, out, progress=progress))
     # The default judge is the default protocol on the generator's own model.
@@ -299,7 +299,7 @@ def plot_quality_by_kind(summary: Sequence[Mapping[str, Any]], path: Path) -> Pa
 
 
 def _finite(value: Any) -> Any:
-    """``value`` with NaN (a measure with no pairs, e.g. padding under ``--no-padding``) as
+    """``value`` with NaN (a measure with no pairs, e.g. padding under ``--probes none``) as
     null, so the summary is strict JSON."""
     if isinstance(value, float) and value != value:
         return None

@@ -34,7 +34,11 @@ def judge_line(judge: dict[str, Any]) -> str:
     """How the verdicts were obtained and what of each answer the judge read."""
     unread = [
         what
-        for key, what in (("citations", "`[n]` markers"), ("source_talk", "vouching sentences"))
+        for key, what in (
+            ("citations", "`[n]` markers"),
+            ("source_talk", "vouching sentences"),
+            ("scaffolding", "talk about the pipeline"),
+        )
         if judge.get(key) == "strip"
     ]
     reads = f"without its {' and '.join(unread)}" if unread else "as written"

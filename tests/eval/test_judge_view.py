@@ -2,7 +2,7 @@
 
 import pytest
 
-from eval.judging.validity import vouching
+from eval.judging.validity import scaffolding, vouching
 from eval.judging.view import JudgeView
 
 ANSWER = "Leaves turn red as chlorophyll breaks down [1][2]. This is supported by [1] and [2]."
@@ -29,19 +29,34 @@ def test_read_strips_what_the_view_names(view: JudgeView, read: str) -> None:
 
 
 def test_the_vouching_probe_is_what_the_source_talk_view_removes() -> None:
-    answer = f"Autumn leaves lose chlorophyll. {vouching('Why do leaves turn red?')}"
+    answer = vouching("Autumn leaves lose chlorophyll.", "Why do leaves turn red?")
     assert JudgeView(strip_source_talk=True).read(answer) == "Autumn leaves lose chlorophyll."
     # an answer made only of such sentences is read whole, never as nothing
-    assert JudgeView(strip_source_talk=True).read(vouching("q")) == vouching("q")
+    only = vouching("", "q").strip()
+    assert JudgeView(strip_source_talk=True).read(only) == only
+
+
+def test_the_scaffolded_probe_is_what_the_scaffolding_view_removes() -> None:
+    answer = "Autumn leaves lose chlorophyll [1]."
+    copy = scaffolding(answer, "Why do leaves turn red?")
+    assert JudgeView(strip_scaffolding=True).read(copy) == answer
+    assert JudgeView().read(copy) == copy
+    heading = "**Perspective 1: Chemistry**\nAutumn leaves lose chlorophyll [1]."
+    assert JudgeView(strip_scaffolding=True).read(heading) == (
+        "**Chemistry**\nAutumn leaves lose chlorophyll [1]."
+    )
 
 
 def test_identity_names_only_what_is_stripped() -> None:
     assert JudgeView().identity() == {}
     assert JudgeView(True, True).identity() == {"citations": "strip", "source_talk": "strip"}
+    assert JudgeView(strip_scaffolding=True).identity() == {"scaffolding": "strip"}
     for view in (
         JudgeView(),
         JudgeView(True, False),
         JudgeView(False, True),
         JudgeView(True, True),
+        JudgeView(False, False, True),
+        JudgeView(True, True, True),
     ):
         assert JudgeView.from_identity({"protocol": "linkage", **view.identity()}) == view

@@ -18,6 +18,7 @@ from eval.judging.validity import (
     VOUCHED,
     Candidate,
     padding,
+    probes,
     scaffolding,
     validity,
     vouching,
@@ -176,6 +177,14 @@ def test_the_scaffolded_probe_opens_the_answer_with_source_talk_the_guard_remove
     assert out["acc_scaffolding"] == pytest.approx(0.5) and out["n_scaffolding"] == 2
 
 
+def test_probes_are_named_in_a_comma_list() -> None:
+    assert probes("scaffolded") == (SCAFFOLDED,)
+    assert probes(" padded, vouched ") == (PADDED, VOUCHED)
+    assert probes("none") == ()
+    with pytest.raises(UserError, match="unknown probe padding: choose from padded"):
+        probes("padding")
+
+
 def test_judge_validity_command_is_resumable_and_writes_the_summary(
     tmp_path, nfqa_dir, settings
 ) -> None:
@@ -214,10 +223,10 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
         "linkage-prob-gated",
     }
     assert {r["protocol"] for r in again} == {"linkage-prob", "relevance-prob", "rubric-prob"}
-    # Without the appended-sentence probes: their candidates are neither judged nor summarized.
-    bare = run_validity(s, s, records, labels, out, **kwargs, appended=False)
+    # Without the copy probes: their candidates are neither judged nor summarized.
+    bare = run_validity(s, s, records, labels, out, **kwargs, copies=probes("none"))
     assert (out / "judgements.jsonl").read_text().splitlines() == lines
-    for probe in ("padding", "vouching"):
+    for probe in ("padding", "vouching", "scaffolding"):
         assert all(r[f"n_{probe}"] == 0 and math.isnan(r[f"acc_{probe}"]) for r in bare)
         assert all(r[f"n_{probe}"] > 0 for r in again)
     (row,) = [r for r in first if r["default"]]  # the default protocol on the generator's model
