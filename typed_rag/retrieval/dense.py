@@ -32,9 +32,8 @@ import numpy as np
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
-from typed_rag.encoder import encode, load_sentence_model, model_fingerprint
+from typed_rag.encoder import encode, load_sentence_model, model_fingerprint, model_folder
 from typed_rag.errors import UserError
-from typed_rag.models import ensure_model
 from typed_rag.retrieval.base import Passage
 from typed_rag.retrieval.dense_dtype import (
     BATCH_SIZE,
@@ -81,7 +80,7 @@ def load_dense_encoder(settings: Settings) -> tuple[SentenceTransformer, Path]:
     import torch
 
     r = settings.retrieval
-    path = ensure_model(settings, r.dense_model)
+    path = model_folder(settings, r.dense_model)
     model = load_sentence_model(settings, r.dense_model, r.dense_device)
     model.max_seq_length = MAX_LENGTH
     if compute_dtype(settings) == "bfloat16":
@@ -248,7 +247,7 @@ class DenseIndex:
         return int(self.embeddings.shape[0])
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
-        return encode(self.model, queries, self.batch_size)
+        return encode(self.model, queries, self.batch_size, "query")
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Document numbers and cosines for already encoded queries."""

@@ -1,7 +1,9 @@
 """How a passage is shown to an encoder or reranker: ``"title. text"``.
 
 The dense index encodes stored passages and the rerankers score retrieved ones the same
-way, so both take their text from here.
+way, so both take their text from here. A model's own prompts (e5's ``"passage: "``) are
+not added here but by :func:`typed_rag.encoder.encode`, the one place that knows whether a
+text is a query or a passage.
 """
 
 from __future__ import annotations
