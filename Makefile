@@ -50,8 +50,8 @@ bench:
 # Rebuild the committed evaluation tables from the committed records (no model runs
 # unless something is missing): the Wiki-NFQA report and the judge-validity summary.
 # results/judge was judged before the padding probe, which has its own folder
-# (results/judge/padding, docs/judge-validity.md), so its rebuild leaves the probe out.
+# (results/judge/padding, results/judge/scaffolding), so its rebuild leaves the probes out.
 results:
 	$(TR) eval report results/wiki-nfqa/reranked --out results/wiki-nfqa
 	$(TR) eval judge-validity --questions 200 --pool 40 --protocols linkage-prob,relevance-prob \
-		--ensembles 'linkage-prob*relevance-prob' --no-padding --out results/judge
+		--ensembles 'linkage-prob*relevance-prob' --probes none --out results/judge

@@ -73,8 +73,8 @@ class Result(BaseModel):
     # Paragraphs copying a shown passage were dropped (method.drop_passage_copies).
     uncopied: bool = False
     # Talk about the pipeline ("Perspective 1", "the references provided") was rewritten or
-    # dropped (typed_rag.finishing.scaffolding; every mode, always on). ``scaffolding``
-    # names the kinds found, also for a streamed answer, which keeps them (already sent).
+    # dropped (typed_rag.finishing.scaffolding; method.drop_scaffolding, every mode, streamed
+    # answers a sentence at a time). ``scaffolding`` names the kinds found, also when off.
     unscaffolded: bool = False
     scaffolding: list[str] = Field(default_factory=list)
     # A follow-up rewritten from its conversation: {"question": the standalone

@@ -38,6 +38,7 @@ from typed_rag.conversation import Turn, with_chat_options
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
 from typed_rag.finishing.finish import finish
+from typed_rag.finishing.scaffolding import unscaffold_stream
 from typed_rag.pipelines import Context, Final
 from typed_rag.progress import Progress, ProgressSink
 from typed_rag.request import AnswerRequest, RequestFields, Resolved
@@ -216,7 +217,11 @@ class TypedRAG:
         while not events.empty():  # announced as prepare ended (its sources, a sub-answer)
             yield events.get_nowait()
         parts: list[str] = []
-        async for delta in ctx.stream_final(final):
+        found: list[str] = []
+        deltas = ctx.stream_final(final)
+        if ctx.settings.method.options().drop_scaffolding:
+            deltas = unscaffold_stream(deltas, found)
+        async for delta in deltas:
             while not events.empty():  # the "answer" event, before the first token
                 yield events.get_nowait()
             if delta:
@@ -225,6 +230,7 @@ class TypedRAG:
         while not events.empty():
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
+        ctx.result.scaffolding, ctx.result.unscaffolded = found, bool(found)
         yield _finish(ctx, streamed=True)
 
     async def rewrite(

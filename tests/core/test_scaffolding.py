@@ -13,7 +13,7 @@ import pytest
 from eval.runs.refinish import LEAK
 from typed_rag.engines.fake import scripted_responder
 from typed_rag.finishing.finish import finish
-from typed_rag.finishing.scaffolding import unscaffold
+from typed_rag.finishing.scaffolding import unscaffold, unscaffold_stream
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import CitedPassage, Result
 from typed_rag.types import QuestionType as T
@@ -243,8 +243,72 @@ async def test_the_system_guards_every_mode(make_rag, mode: str) -> None:
     assert result.answer == CLEAN and result.unscaffolded
 
 
-async def test_scaffolding_is_recorded_and_kept_by_default(make_rag) -> None:
+def test_the_default_profile_guards_and_the_paper_profile_keeps_the_text() -> None:
+    from typed_rag.config import Settings
+
+    assert Settings().method.options().drop_scaffolding
+    assert not Settings(method={"profile": "paper"}).method.options().drop_scaffolding
+
+
+async def test_scaffolding_is_recorded_and_kept_when_the_guard_is_off(make_rag) -> None:
     rag, _ = make_rag(scripted_responder({}, lambda req: LEAKY))
+    rag.settings.method.drop_scaffolding = False
     result = await rag.answer("Should cities ban cars?", mode="rag")
     assert result.answer == LEAKY and not result.unscaffolded
     assert result.scaffolding == ["label-heading"]
+
+
+async def _deltas(text: str, size: int, closed: list[bool]):
+    """``text`` as a stream of ``size``-character deltas after one empty delta; ``closed``
+    records that the stream was closed."""
+    try:
+        yield ""
+        for i in range(0, len(text), size):
+            yield text[i : i + size]
+    finally:
+        closed.append(True)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+async def test_a_stream_is_guarded_as_the_whole_answer_is(size: int) -> None:
+    talk = LEAKY + " The evidence for this is found in Question 3."
+    found: list[str] = []
+    closed: list[bool] = []
+    out = [d async for d in unscaffold_stream(_deltas(talk, size, closed), found)]
+    assert out[0] == ""  # the empty delta (a progress event waits on it) passes at once
+    assert "".join(out) == unscaffold(talk).answer == CLEAN
+    assert found == ["label-heading", "pipeline-talk"] and closed == [True]
+
+
+async def test_a_clean_stream_passes_unchanged_and_an_abandoned_one_is_closed() -> None:
+    found: list[str] = []
+    closed: list[bool] = []
+    out = [d async for d in unscaffold_stream(_deltas(CLEAN, 2, closed), found)]
+    assert "".join(out) == CLEAN and found == []
+    stream = unscaffold_stream(_deltas(CLEAN * 20, 2, closed := []), [])
+    async for delta in stream:
+        if delta:
+            break
+    await stream.aclose()
+    assert closed == [True]  # the engine's stream under it stops too
+
+
+async def test_the_system_guards_a_streamed_answer(make_rag) -> None:
+    rag, _ = make_rag(scripted_responder({}, lambda req: LEAKY))
+    rag.settings.method.drop_scaffolding = True
+    events = [e async for e in rag.answer_stream("Should cities ban cars?", mode="rag")]
+    *deltas, result = events
+    assert "".join(d for d in deltas if isinstance(d, str)) == CLEAN == result.answer
+    assert result.unscaffolded and result.scaffolding == ["label-heading"]
+
+
+async def test_a_failing_stream_sends_what_came_before_the_failure() -> None:
+    async def failing():
+        yield "**Perspective 1: Against**\nIt costs"
+        raise RuntimeError("boom")
+
+    out: list[str] = []
+    with pytest.raises(RuntimeError, match="boom"):
+        async for delta in unscaffold_stream(failing(), []):
+            out.append(delta)
+    assert "".join(out) == "**Against**\nIt costs"

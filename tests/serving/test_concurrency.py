@@ -82,7 +82,8 @@ def test_disconnect_cancels_engine_work(tmp_path: Path) -> None:
 
 
 def test_disconnect_mid_stream_cancels_engine_work(tmp_path: Path) -> None:
-    engine = ProbeEngine(token_delay_s=1.0)
+    # Sentences: the scaffolding guard sends a streamed answer a sentence at a time.
+    engine = ProbeEngine(lambda req: "A b. C d e f g h i j.", token_delay_s=1.0)
     settings = server_settings(tmp_path)
     with live_server(settings, make_rag(settings, engine)) as srv:
         body = {
@@ -92,8 +93,8 @@ def test_disconnect_mid_stream_cancels_engine_work(tmp_path: Path) -> None:
         }
         with httpx.stream("POST", srv.api + "/chat/completions", json=body, timeout=10) as r:
             for line in r.iter_lines():
-                if '"content":"A"' in line:
-                    break  # got the first token, now hang up
+                if '"content":"A b."' in line:
+                    break  # got the first sentence, now hang up
         wait_until(lambda: engine.cancelled == 1, 4.0)
         assert engine.finished == 0
         wait_until(lambda: srv.metric("typed_rag_requests_cancelled_total") == 1)

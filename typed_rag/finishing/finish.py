@@ -97,8 +97,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     citations whose passage shares too few are dropped; then :func:`cut_answer` cuts it
     as ``method.drop_echo``, ``method.trim_cut_off``, ``method.drop_draft_talk`` and
     ``method.drop_passage_copies`` say. In every mode, talk about the pipeline ("Perspective
-    1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer
-    only records what it found.
+    1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer was
+    rewritten as it streamed (:func:`unscaffold_stream`), and what is left is recorded.
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -126,10 +126,13 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         for name, cut_made in cut.flags().items():
             setattr(result, name, cut_made)
     guard = unscaffold(result.answer)
-    result.scaffolding = guard.found  # recorded always; rewritten only when the option is on
-    if opts.drop_scaffolding and not streamed:
-        result.unscaffolded = guard.answer != result.answer
-        result.answer = guard.answer
+    if streamed:  # rewritten as it streamed when the option is on (unscaffold_stream)
+        result.scaffolding += [k for k in guard.found if k not in result.scaffolding]
+    else:  # recorded always; rewritten only when the option is on
+        result.scaffolding = guard.found
+        if opts.drop_scaffolding:
+            result.unscaffolded = guard.answer != result.answer
+            result.answer = guard.answer
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -13,14 +13,15 @@ tell them nothing, and the judge does not punish them.
 (perspective: X) states" -> "The X perspective states", "According to the references
 provided, X" -> "X", "(Question 2)" -> nothing, "the references provided" -> "the sources"),
 and drops the sentences that only talk about the pipeline ("The evidence for this is found in
-Question 3."). It never empties an answer. Deterministic, no model call; it is always on, so
-it has no setting.
+Question 3."). It never empties an answer. Deterministic, no model call; on in the ``fast``
+profile (``method.drop_scaffolding``). :func:`unscaffold_stream` does the same to a streamed
+answer, a sentence at a time.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from typed_rag.finishing.sentences import answer_pieces
@@ -339,3 +340,50 @@ def unscaffold(answer: str) -> Unscaffolded:
     if not re.search(r"\w", text):
         return Unscaffolded(answer, found)
     return Unscaffolded(text, found)
+
+
+async def unscaffold_stream(deltas: AsyncIterator[str], found: list[str]) -> AsyncIterator[str]:
+    """A streamed answer's deltas with talk about the pipeline rewritten away, as
+    :func:`unscaffold` does, a sentence at a time: each sentence (or line) is held until the
+    next one starts, then sent rewritten; one that only talks about the pipeline is dropped
+    once something was sent. Empty deltas pass at once (a progress event waits on them).
+    ``found`` gets the kinds of scaffolding found."""
+    pending, sent = "", False
+    try:
+        try:
+            async for delta in deltas:
+                if not delta:
+                    yield delta
+                    continue
+                pending += delta
+                *done, pending = answer_pieces(pending)
+                for piece in done:
+                    out = _guard_piece(piece, sent, found)
+                    sent = sent or bool(re.search(r"\w", out))
+                    if out:
+                        yield out
+        except Exception:
+            if pending:  # what came before a failure is sent, as an unguarded stream would
+                yield _guard_piece(pending, sent, found)
+            raise
+        if pending:
+            out = _guard_piece(pending, sent, found)
+            if out:
+                yield out
+    finally:
+        await deltas.aclose()  # type: ignore[attr-defined]  # an abandoned stream stops its engine
+
+
+def _guard_piece(piece: str, sent: bool, found: list[str]) -> str:
+    """One streamed sentence, guarded (see :func:`unscaffold_stream`)."""
+    body = piece.lstrip()
+    if not re.search(r"\w", body):
+        return piece
+    if sent and (_talk(body) or (re.search(r":[*\s]*$", body) and _lead_in(body))):
+        found.extend(k for k in ("pipeline-talk",) if k not in found)
+        return ""
+    guard = unscaffold(body)
+    found.extend(k for k in guard.found if k not in found)
+    if guard.answer == body:
+        return piece
+    return piece[: len(piece) - len(body)] + guard.answer + body[len(body.rstrip()) :]
