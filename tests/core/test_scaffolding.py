@@ -312,3 +312,12 @@ async def test_a_failing_stream_sends_what_came_before_the_failure() -> None:
         async for delta in unscaffold_stream(failing(), []):
             out.append(delta)
     assert "".join(out) == "**Against**\nIt costs"
+
+
+async def test_a_stream_kept_as_it_was_is_not_flagged_unscaffolded(make_rag) -> None:
+    talk = "The evidence for this is found in Question 3."  # only talk: never emptied
+    rag, _ = make_rag(scripted_responder({}, lambda req: talk))
+    rag.settings.method.drop_scaffolding = True
+    *_, result = [e async for e in rag.answer_stream("Should cities ban cars?", mode="rag")]
+    assert result.answer == talk and not result.unscaffolded
+    assert result.scaffolding == ["pipeline-talk"]  # found in the whole answer, and kept

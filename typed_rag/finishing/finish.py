@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 from typed_rag.finishing.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
-from typed_rag.finishing.scaffolding import unscaffold
+from typed_rag.finishing.scaffolding import add_kinds, unscaffold
 from typed_rag.finishing.sentences import answer_pieces, sentence_ends
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import Result
@@ -127,7 +127,7 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
             setattr(result, name, cut_made)
     guard = unscaffold(result.answer)
     if streamed:  # rewritten as it streamed when the option is on (unscaffold_stream)
-        result.scaffolding += [k for k in guard.found if k not in result.scaffolding]
+        add_kinds(result.scaffolding, guard.found)
     else:  # recorded always; rewritten only when the option is on
         result.scaffolding = guard.found
         if opts.drop_scaffolding:

@@ -272,12 +272,15 @@ def _lead_in(sentence: str) -> bool:
     )
 
 
+_LEAD_IN_END = re.compile(r":[*\s]*$")  # a line that introduces what follows
+
+
 def _drop_lead_ins(text: str) -> str:
     """``text`` without the last sentence of each line ending in ":" that :func:`_lead_in`
     picks (the list it introduces stays)."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        if not re.search(r":[*\s]*$", line):
+        if not _LEAD_IN_END.search(line):
             continue
         tail_at = len(line) - len(answer_pieces(line)[-1])
         if _lead_in(line[tail_at:]):
@@ -355,35 +358,38 @@ async def unscaffold_stream(deltas: AsyncIterator[str], found: list[str]) -> Asy
                 if not delta:
                     yield delta
                     continue
-                pending += delta
-                *done, pending = answer_pieces(pending)
+                *done, pending = answer_pieces(pending + delta)
                 for piece in done:
-                    out = _guard_piece(piece, sent, found)
-                    sent = sent or bool(re.search(r"\w", out))
-                    if out:
+                    if out := _guard_piece(piece, sent, found):
+                        sent = sent or bool(re.search(r"\w", out))
                         yield out
         except Exception:
-            if pending:  # what came before a failure is sent, as an unguarded stream would
-                yield _guard_piece(pending, sent, found)
+            if out := _guard_piece(pending, sent, found):
+                yield out  # what came before a failure is sent, as an unguarded stream would
             raise
-        if pending:
-            out = _guard_piece(pending, sent, found)
-            if out:
-                yield out
+        if out := _guard_piece(pending, sent, found):
+            yield out
     finally:
         await deltas.aclose()  # type: ignore[attr-defined]  # an abandoned stream stops its engine
 
 
 def _guard_piece(piece: str, sent: bool, found: list[str]) -> str:
-    """One streamed sentence, guarded (see :func:`unscaffold_stream`)."""
+    """One streamed sentence, guarded (see :func:`unscaffold_stream`). ``found`` gets the
+    kinds that changed it, so it is empty exactly when the stream went out unchanged; what
+    was found and kept, :func:`~typed_rag.finishing.finish.finish` records from the whole."""
     body = piece.lstrip()
     if not re.search(r"\w", body):
         return piece
-    if sent and (_talk(body) or (re.search(r":[*\s]*$", body) and _lead_in(body))):
-        found.extend(k for k in ("pipeline-talk",) if k not in found)
+    if sent and (_talk(body) or (_LEAD_IN_END.search(body) and _lead_in(body))):
+        add_kinds(found, ["pipeline-talk"])
         return ""
     guard = unscaffold(body)
-    found.extend(k for k in guard.found if k not in found)
     if guard.answer == body:
         return piece
+    add_kinds(found, guard.found)
     return piece[: len(piece) - len(body)] + guard.answer + body[len(body.rstrip()) :]
+
+
+def add_kinds(found: list[str], kinds: list[str]) -> None:
+    """``kinds`` added to ``found``, each once, in order."""
+    found.extend(k for k in dict.fromkeys(kinds) if k not in found)
