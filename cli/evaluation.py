@@ -16,6 +16,7 @@ from typing import Any
 
 from cli import (
     eval_constraints,
+    eval_devset,
     eval_papers,
     eval_refinish,
     eval_reports,
@@ -142,6 +143,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     eval_papers.register(eval_sub)
     eval_support.register(eval_sub)
     eval_refinish.register(eval_sub)
+    eval_devset.register(eval_sub)
 
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:

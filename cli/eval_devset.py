@@ -1,0 +1,84 @@
+"""``typed-rag eval devset``: write development questions from corpus passages with graded
+references (:mod:`eval.data.devset`), resumable, for ``eval run --data``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from eval.data import devset
+from eval.data.wikinfqa import load_wikinfqa
+from eval.runs.resume import progress_bar
+from typed_rag import engines
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.retrieval.collections import WIKI, collection_dir, open_collection
+from typed_rag.retrieval.store import PassageStore
+from typed_rag.store import JsonlStore
+
+NEAR_K = 20  # the Wiki-NFQA questions' top-k articles kept out of the development set
+
+
+def register(eval_sub: argparse._SubParsersAction) -> None:
+    p = eval_sub.add_parser(
+        "devset",
+        help="write development questions (one per sampled corpus passage, types in turn) "
+        "with references graded by construction, for `eval run --data`; resumable",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the JSONL file (created or resumed)")
+    p.add_argument("--n", type=int, default=48, help="passages to write questions from")
+    p.add_argument("--seed", type=int, default=64, help="the passages' sampling seed")
+    p.add_argument("--batch", type=int, default=6, help="passages per engine call")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=cmd_devset)
+
+
+def near_wikinfqa(settings: Settings) -> set[str]:
+    """The titles BM25 ranks in the top ``NEAR_K`` for any Wiki-NFQA question."""
+    questions = [r.question for r in load_wikinfqa(settings.eval.data_dir).records]
+    retriever = open_collection(settings, WIKI)
+    try:
+        return {p.title for hits in retriever.search(questions, NEAR_K) for p in hits}
+    finally:
+        retriever.close()
+
+
+def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
+    if args.n < 2 or args.batch < 2:
+        raise UserError("--n and --batch must be at least 2 (grade 0 is another question's answer)")
+    excluded = near_wikinfqa(settings)
+    store = PassageStore(collection_dir(settings, WIKI))
+    try:
+        sources = devset.sample_sources(store, args.n, args.seed, excluded)
+    finally:
+        store.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = JsonlStore(args.out, key=lambda r: str(r["id"]))
+    todo = devset.batches(sources, args.batch, (str(r["id"]) for r in out))
+
+    async def write() -> None:
+        engine = engines.build_engine(settings)
+        await engine.start()
+        bar = progress_bar(sum(map(len, todo)), "devset", not args.no_progress)
+        try:
+            for batch in todo:
+                out.append(await devset.write_batch(engine.generate, batch))
+                bar.update(len(batch))
+        finally:
+            bar.close()
+            await engine.close()
+
+    asyncio.run(write())
+    counts: dict[str, int] = {}
+    for record in out:
+        counts[record["type"]] = counts.get(record["type"], 0) + 1
+    print(
+        json.dumps(
+            {"file": str(args.out), "questions": len(out), "passages": len(sources),
+             "excluded_titles": len(excluded), "by_type": counts},
+            indent=1,
+        )
+    )  # fmt: skip
+    return 0

@@ -1,0 +1,177 @@
+"""Development questions that do not spend Wiki-NFQA (issue 64's protocol): ``eval devset``.
+
+Every method option so far was chosen on Wiki-NFQA questions, so its typed subset no longer
+tells whether a change generalises. The development set is written instead from corpus
+passages by the local model, in the graded format of ``eval run --data``
+(:mod:`eval.data.graded`):
+
+- passages are sampled with a seed from the Wikipedia collection, one per article, never
+  from an article that BM25 ranks in the top 20 for any Wiki-NFQA question (so no dev
+  question is about what a Wiki-NFQA question asks about);
+- each passage gets one question of a non-factoid type, the types taken in turn, so the set
+  is balanced by type and each question routes by its ``type``;
+- its references are graded by how they were made, not by a judge: 3 a complete answer
+  written from the passage, 2 a one-sentence answer from the passage (right but partial),
+  1 a vague reply written without the passage (on topic, no facts), 0 the grade-3 answer
+  of another question of the same batch (off topic).
+
+References written by the model that also answers favour answers in its own style (the
+same self-preference the 1.5B judge has); the set is for comparing two variants of the
+method, both answered by that model, not for comparing against other systems.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from typed_rag.engines.base import ChatRequest, ChatResult
+from typed_rag.retrieval.store import PassageStore
+
+TYPES = ("REASON", "INSTRUCTION", "COMPARISON", "EVIDENCE-BASED", "EXPERIENCE", "DEBATE")
+QUESTION_ASKS = {
+    "REASON": "a question starting with 'Why' about a cause or reason the passage explains",
+    "INSTRUCTION": "a question starting with 'How can' or 'How do' that asks for the way or "
+    "the steps to do something the passage describes",
+    "COMPARISON": "a question asking how two things the passage names differ or compare",
+    "EVIDENCE-BASED": "a question asking what something the passage describes is, or how it "
+    "works (not a yes/no question, not asking for one name, number or date)",
+    "EXPERIENCE": "a question asking for advice or a recommendation that a person interested "
+    "in the passage's subject could ask (for example 'What should I know before ...?')",
+    "DEBATE": "a question about the passage's subject on which reasonable people disagree "
+    "(for example 'Is ... a good idea?' or 'Should ...?')",
+}
+QUESTION_PROMPT = (
+    "Here is a passage from an encyclopedia article titled {title!r}.\n\n{text}\n\n"
+    "Write {ask}. A reader who has not seen the passage must understand it, so name the "
+    "subject instead of saying 'the passage' or 'the text'. Reply with the question only."
+)
+FULL_PROMPT = (
+    "Passage ({title}):\n{text}\n\nQuestion: {question}\n\n"
+    "Answer the question in 3 to 5 sentences, completely and accurately, using the passage: "
+    "cover each part of the question and explain it. Do not mention the passage."
+)
+PARTIAL_PROMPT = (
+    "Passage ({title}):\n{text}\n\nQuestion: {question}\n\n"
+    "Answer the question in one short sentence using the passage, giving only its main point. "
+    "Do not mention the passage."
+)
+VAGUE_PROMPT = (
+    "Question: {question}\n\nReply in one or two sentences that stay on the question's topic "
+    "but give no specific facts, names, numbers or reasons."
+)
+_NOT_STANDALONE = re.compile(r"\b(the|this) (passage|text|article|excerpt)\b", re.IGNORECASE)
+_LABEL = re.compile(r"^\s*(question|answer|reply)\s*:\s*", re.IGNORECASE)
+
+Generate = Callable[[list[ChatRequest]], Awaitable[list[ChatResult]]]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A sampled corpus passage and the question type it is written for."""
+
+    passage_id: str
+    title: str
+    text: str
+    type: str
+
+
+def sample_sources(
+    store: PassageStore, n: int, seed: int, excluded_titles: set[str], min_words: int = 80
+) -> list[Source]:
+    """``n`` passages in a seeded order, one per article, none from ``excluded_titles``;
+    the i-th gets type ``TYPES[i % 6]``."""
+    order = list(range(len(store)))
+    random.Random(seed).shuffle(order)
+    picked: list[Source] = []
+    titles: set[str] = set()
+    for doc in order:
+        pid, title, text = store.get(doc)
+        if title in titles or title in excluded_titles or len(text.split()) < min_words:
+            continue
+        titles.add(title)
+        picked.append(Source(pid, title, text, TYPES[len(picked) % len(TYPES)]))
+        if len(picked) == n:
+            break
+    return picked
+
+
+def _request(prompt: str) -> ChatRequest:
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompt}], temperature=0.0, max_tokens=200, seed=42
+    )
+
+
+def clean_question(text: str) -> str | None:
+    """The first line of a reply as a question, or None where it is not a stand-alone one."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    question = _LABEL.sub("", lines[0]).strip(" \"'*") if lines else ""
+    if not question.endswith("?") or _NOT_STANDALONE.search(question):
+        return None
+    return question
+
+
+def clean_reference(text: str) -> str:
+    """A reference reply without a leading 'Answer:' label."""
+    return _LABEL.sub("", text.strip()).strip()
+
+
+async def write_batch(generate: Generate, sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """Graded records for one batch of sources (those whose question came out usable).
+
+    The batch is the unit of resumption and of the grade-0 references: each record's
+    grade-0 reference is the next record's grade-3 answer, so a batch needs two records.
+    """
+    asked = await generate(
+        [
+            _request(QUESTION_PROMPT.format(title=s.title, text=s.text, ask=QUESTION_ASKS[s.type]))
+            for s in sources
+        ]
+    )
+    kept = [(s, q) for s, r in zip(sources, asked, strict=True) if (q := clean_question(r.text))]
+    if len(kept) < 2:
+        return []
+    prompts = []
+    for s, q in kept:
+        shown = {"title": s.title, "text": s.text, "question": q}
+        prompts += [
+            FULL_PROMPT.format(**shown),
+            PARTIAL_PROMPT.format(**shown),
+            VAGUE_PROMPT.format(question=q),
+        ]
+    replies = [clean_reference(r.text) for r in await generate([_request(p) for p in prompts])]
+    records = []
+    for i, (s, q) in enumerate(kept):
+        full, partial, vague = replies[3 * i : 3 * i + 3]
+        other = replies[3 * ((i + 1) % len(kept))]
+        records.append(
+            {
+                "id": f"dev-{s.passage_id}",
+                "question": q,
+                "subset": "dev",
+                "type": s.type,
+                "passage_id": s.passage_id,
+                "title": s.title,
+                "references": [
+                    {"grade": 3, "text": full},
+                    {"grade": 2, "text": partial},
+                    {"grade": 1, "text": vague},
+                    {"grade": 0, "text": other},
+                ],
+            }
+        )
+    return [r for r in records if all(ref["text"] for ref in r["references"])]
+
+
+def batches(sources: Sequence[Source], size: int, done: Iterable[str]) -> list[list[Source]]:
+    """The batches of ``size`` sources (in order) that hold no source already written."""
+    written = set(done)
+    out = []
+    for start in range(0, len(sources), size):
+        batch = list(sources[start : start + size])
+        if not any(f"dev-{s.passage_id}" in written for s in batch):
+            out.append(batch)
+    return out

@@ -1,0 +1,156 @@
+"""``eval devset``: development questions from corpus passages, graded by construction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cli.eval_devset as cli_devset
+from cli.main import main
+from eval.data import devset
+from eval.data.graded import load_graded
+from eval.data.wikinfqa import SUBSETS
+from indexes import build_index
+from tests.eval.conftest import make_record, write_subset
+from typed_rag.config import Settings, load_settings
+from typed_rag.engines.base import ChatRequest
+from typed_rag.engines.fake import FakeEngine
+from typed_rag.retrieval.collections import WIKI, collection_dir
+from typed_rag.retrieval.store import PassageStore, PassageStoreWriter
+
+
+def _prompt(request: ChatRequest) -> str:
+    return request.messages[-1]["content"]
+
+
+def responder(request: ChatRequest) -> str:
+    """Questions named after their passage's title; each reference kind says what it is."""
+    prompt = _prompt(request)
+    if prompt.startswith("Here is a passage"):
+        title = prompt.split("titled ", 1)[1].split(".\n", 1)[0].strip("'\"")
+        if "bad" in title:
+            return "What does the passage say?"  # not stand-alone: dropped
+        return f"Question: Why does {title} matter?\nExtra line."
+    if "completely and accurately" in prompt:
+        return "Answer: full answer about " + prompt.split("Question: ", 1)[1].split("\n", 1)[0]
+    if "one short sentence" in prompt:
+        return "partial answer"
+    return "vague reply"
+
+
+def write_store(folder: Path, titles: list[str], words: int = 90) -> PassageStore:
+    with PassageStoreWriter(folder) as writer:
+        for i, title in enumerate(titles):
+            writer.add(f"p{i}", title, " ".join(["word"] * words))
+    return PassageStore(folder)
+
+
+def test_clean_question() -> None:
+    assert devset.clean_question('Question: "Why is the sky blue?"\nmore') == "Why is the sky blue?"
+    assert devset.clean_question("Why is the sky blue") is None  # not a question
+    assert devset.clean_question("What does this passage describe?") is None
+    assert devset.clean_question("   ") is None
+
+
+def test_sources_one_per_article_types_in_turn(tmp_path: Path) -> None:
+    titles = ["A", "A", "B", "near", "C", "D", "E", "F", "G", "H"]
+    store = write_store(tmp_path / "store", titles)
+    try:
+        sources = devset.sample_sources(store, 7, seed=1, excluded_titles={"near"})
+        again = devset.sample_sources(store, 7, seed=1, excluded_titles={"near"})
+    finally:
+        store.close()
+    assert sources == again  # seeded
+    assert len({s.title for s in sources}) == 7
+    assert "near" not in {s.title for s in sources}
+    assert [s.type for s in sources] == [*devset.TYPES, devset.TYPES[0]]
+
+
+def test_short_passages_are_not_sampled(tmp_path: Path) -> None:
+    store = write_store(tmp_path / "store", ["A", "B"], words=20)
+    try:
+        assert devset.sample_sources(store, 2, seed=1, excluded_titles=set()) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.asyncio
+async def test_batch_grades_by_construction() -> None:
+    titles = ["X", "bad one", "Y", "Z"]
+    sources = [devset.Source(f"p{i}", t, "text", devset.TYPES[i]) for i, t in enumerate(titles)]
+    engine = FakeEngine(responder=responder)
+    records = await devset.write_batch(engine.generate, sources)
+    assert [r["question"] for r in records] == [
+        "Why does X matter?",
+        "Why does Y matter?",
+        "Why does Z matter?",
+    ]
+    first = {ref["grade"]: ref["text"] for ref in records[0]["references"]}
+    assert first == {
+        3: "full answer about Why does X matter?",
+        2: "partial answer",
+        1: "vague reply",
+        0: "full answer about Why does Y matter?",  # the next question's full answer
+    }
+    assert records[2]["references"][3]["text"] == "full answer about Why does X matter?"
+    assert [r["type"] for r in records] == [devset.TYPES[0], devset.TYPES[2], devset.TYPES[3]]
+    # the vague reply is written without the passage
+    vague = [c for c in engine.calls if "no specific facts" in _prompt(c)]
+    assert vague and all("Passage" not in _prompt(c) for c in vague)
+
+
+@pytest.mark.asyncio
+async def test_batch_with_one_usable_question_writes_nothing() -> None:
+    sources = [devset.Source("p0", "X", "t", "REASON"), devset.Source("p1", "bad", "t", "REASON")]
+    assert await devset.write_batch(FakeEngine(responder=responder).generate, sources) == []
+
+
+def test_cli_writes_a_file_eval_run_reads_and_resumes(
+    settings: Settings, nfqa_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_index(settings, show_progress=False)
+    for subset in SUBSETS:  # every subset, one question on the tiny corpus's first article
+        if not (nfqa_dir / subset).is_dir():
+            write_subset(nfqa_dir, subset, [make_record(subset, 0, "what is the first topic")])
+    engine = FakeEngine(responder=responder)
+    monkeypatch.setattr(cli_devset.engines, "build_engine", lambda s: engine)
+    out = tmp_path / "dev" / "devset.jsonl"
+    home = settings.home
+    argv = ["--set", f"home={home}", "--set", f"corpus.path={settings.corpus.path}"]
+    argv += ["--set", "engine.backend=fake", "--set", f"eval.data_dir={nfqa_dir}"]
+    run = [*argv, "eval", "devset", "--out", str(out), "--n", "2", "--batch", "2", "--no-progress"]
+    # the tiny corpus's passages are short: sample all of them
+    monkeypatch.setattr(devset, "sample_sources", _all_sources(devset.sample_sources))
+    assert main(run) == 0
+    data = load_graded(out)
+    assert len(data.records) == 2
+    assert {r.subset for r in data.records} == {"dev"}
+    calls = len(engine.calls)
+    lines = out.read_text().splitlines()
+    assert main(run) == 0  # resumed: nothing written again, no model call
+    assert out.read_text().splitlines() == lines
+    assert len(engine.calls) == calls
+    titles = {json.loads(line)["title"] for line in lines}
+    with_data = load_settings(None, **{**settings.model_dump(), "eval.data_dir": str(nfqa_dir)})
+    near = cli_devset.near_wikinfqa(with_data)
+    assert near and not titles & near  # articles the Wiki-NFQA questions find are left out
+    store = PassageStore(collection_dir(settings, WIKI))
+    try:
+        assert titles <= {store.get(d)[1] for d in range(len(store))}
+    finally:
+        store.close()
+
+
+def _all_sources(sample):  # type: ignore[no-untyped-def]
+    def sample_short(store, n, seed, excluded_titles, min_words=80):  # type: ignore[no-untyped-def]
+        return sample(store, n, seed, excluded_titles, min_words=1)
+
+    return sample_short
+
+
+def test_cli_rejects_a_batch_of_one(settings: Settings, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["--set", f"home={settings.home}", "eval", "devset", "--out", str(tmp_path / "d.jsonl")]
+    assert main([*argv, "--batch", "1"]) == 2
+    assert "--batch" in capsys.readouterr().err
