@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,14 +109,22 @@ class CountingModel:
     def __init__(self) -> None:
         self.encoded: list[str] = []
 
-    def encode(self, texts: list[str], **_: object) -> np.ndarray:
+    prompts = {"query": "q ", "document": "d "}  # prompts by role, as e5 declares them
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return 26
+
+    def encode(self, texts: list[str], prompt_name: str | None = None, **_: object) -> Any:
+        import torch
+
+        texts = [self.prompts[prompt_name] + t if prompt_name else t for t in texts]
         self.encoded.extend(texts)
         out = np.zeros((len(texts), 26), np.float32)
         for i, t in enumerate(texts):
             for ch in t.lower():
                 if "a" <= ch <= "z":
                     out[i, ord(ch) - 97] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+        return torch.from_numpy(out)
 
 
 def test_biencoder_batches_a_round_and_caches_passages() -> None:
@@ -125,6 +134,12 @@ def test_biencoder_batches_a_round_and_caches_passages() -> None:
     b = Passage(id="b", title="B", text="zebra crossing")
     scores = reranker.score_many(["apple", "zebra", "apple"], [[a, b], [b], [a]])
     assert len(model.encoded) == 4  # two distinct queries + two distinct passages
+    assert sorted(model.encoded) == [
+        "d A. apples and pears",
+        "d B. zebra crossing",
+        "q apple",
+        "q zebra",
+    ]
     assert scores[0][0] > scores[0][1]
     assert scores[2] == [scores[0][0]]
     reranker.score("pear", [a, b])

@@ -2,7 +2,8 @@
 
 No cross-encoder weights can be installed here, and a bi-encoder scores a
 pool of passages in one batched encode, cheap enough on a CPU. The query and
-each ``"title. text"`` are embedded separately and compared by cosine. A
+each ``"title. text"`` are embedded separately (with the model's query and document
+prompts, e5's "query: " and "passage: ") and compared by cosine. A
 passage's embedding does not depend on the query, so embeddings are kept in a
 small LRU cache by passage id: the sub-queries of one question share many
 candidates, and :meth:`score_many` encodes a whole round in one call.
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from typed_rag.config import Settings
-from typed_rag.encoder import load_sentence_model
+from typed_rag.encoder import Role, encode, load_sentence_model
 from typed_rag.retrieval.base import Passage, Reranker, rerank_batch_size
 from typed_rag.retrieval.text import passage_text
 
@@ -62,17 +63,8 @@ class BiEncoderReranker(Reranker):
         finally:
             self._cache = kept
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, 0), np.float32)
-        emb = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(emb, dtype=np.float32)
+    def _encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        return encode(self.model, texts, self.batch_size, role=role)
 
     def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
         return self.score_many([query], [passages])[0]
@@ -80,7 +72,7 @@ class BiEncoderReranker(Reranker):
     def score_many(
         self, queries: Sequence[str], pools: Sequence[Sequence[Passage]]
     ) -> list[list[float]]:
-        """One encode for every query and every uncached passage of the round."""
+        """One encode of the round's queries and one of its uncached passages."""
         uniq_q = list(dict.fromkeys(queries))
         todo: dict[str, str] = {}
         for pool in pools:
@@ -88,9 +80,8 @@ class BiEncoderReranker(Reranker):
                 key = self._key(p)
                 if key not in self._cache and key not in todo:
                     todo[key] = passage_text(p)
-        emb = self._encode([*uniq_q, *todo.values()])
-        q_vec = {q: emb[i] for i, q in enumerate(uniq_q)}
-        fresh = {key: emb[len(uniq_q) + i] for i, key in enumerate(todo)}
+        q_vec = dict(zip(uniq_q, self._encode(uniq_q, "query"), strict=True))
+        fresh = dict(zip(todo, self._encode(list(todo.values()), "document"), strict=True))
         out: list[list[float]] = []
         for query, pool in zip(queries, pools, strict=True):
             if not pool:
