@@ -10,11 +10,13 @@ Measured: parsing speed per format (files/s, PDF pages/s: every file parsed once
 a full ``build_collection`` in a fresh process (passages/s of the BM25 build, seconds,
 peak RSS, index size on disk); an incremental rebuild after one file changed (seconds,
 files re-read); single-query latency p50 over passages' opening words; and retrieval
-sanity: for 100 passages sampled with a fixed seed, the default engine
-(``typed_rag.engines.build_engine``) writes a question from the passage, and the question
-is searched in the collection: recall@5 counts the questions whose top 5 hold a passage
+sanity: for passages sampled with a fixed seed, the default engine
+(``typed_rag.engines.build_engine``) writes a question from the passage (kept in
+``questions.jsonl``, so reruns ask the same ones); the first 100 stand-alone questions
+(not pointing at "the given code snippet" or "the passage", which a reader has not seen)
+are searched in the collection: recall@5 counts the questions whose top 5 hold a passage
 of the same file and page (PDF) or section (others), with BM25 alone and with the
-default reranking (``retrieval.rerank_depth``).
+default reranking (``retrieval.rerank_depth``); ``recall.jsonl`` has each question's rank.
 
     .venv/bin/python benchmarks/documents_bench.py                # writes results/documents/
     .venv/bin/python benchmarks/documents_bench.py --no-recall    # without the LLM
@@ -41,6 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from eval.data.devset import clean_question  # noqa: E402
 from indexes.documents import build_collection  # noqa: E402
 from indexes.documents.discover import discover  # noqa: E402
 from indexes.documents.document import SkipFile  # noqa: E402
@@ -51,6 +54,8 @@ from typed_rag.retrieval.collections import collection_dir, open_collection  # n
 from typed_rag.retrieval.store import PassageStore  # noqa: E402
 
 NAME = "docbench"
+QUESTIONS = "questions.jsonl"  # the generated questions, kept (under --out) for reruns
+PER_QUESTION = "recall.jsonl"  # each question's rank of its source in the top 5
 # Debian package -> the files taken from it (globs under /usr/share/doc; .gz is unpacked).
 PACKAGES: dict[str, tuple[str, ...]] = {
     "python-reportlab-doc": (
@@ -208,7 +213,7 @@ def query_latency(settings: Settings, queries: list[str]) -> dict[str, float]:
     }
 
 
-async def _questions(settings: Settings, samples: list[dict[str, Any]]) -> list[str]:
+async def _generate(settings: Settings, samples: list[dict[str, Any]]) -> list[str]:
     from typed_rag.engines import build_engine
     from typed_rag.engines.base import ChatRequest
 
@@ -230,6 +235,24 @@ async def _questions(settings: Settings, samples: list[dict[str, Any]]) -> list[
     return [r.text.strip().splitlines()[0].strip() if r.text.strip() else "" for r in results]
 
 
+def questions_for(settings: Settings, samples: list[dict[str, Any]], path: Path) -> dict[str, str]:
+    """Passage id -> the model's question, generated once and kept in ``path`` (JSONL), so
+    that a rerun (another retrieval setting) asks the same questions."""
+    cached: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            cached[row["id"]] = row["question"]
+    missing = [s for s in samples if s["id"] not in cached]
+    if missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            for s, q in zip(missing, asyncio.run(_generate(settings, missing)), strict=True):
+                cached[s["id"]] = q
+                f.write(json.dumps({"id": s["id"], "question": q}, ensure_ascii=False) + "\n")
+    return cached
+
+
 def same_place(hit: Passage, sample: dict[str, Any]) -> bool:
     if hit.source != sample["source"]:
         return False
@@ -240,31 +263,32 @@ def same_place(hit: Passage, sample: dict[str, Any]) -> bool:
 
 def recall_at_5(
     settings: Settings, samples: list[dict[str, Any]], questions: list[str], rerank: bool
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[int | None]]:
+    """Recall@5 (same file and page or section; same passage) and, per question, the rank
+    of the first hit of the same place in the top 5 (None: not there)."""
     from typed_rag.rerank import build_reranker
     from typed_rag.retrieval import with_reranking
 
     retriever: Any = open_collection(settings, NAME)
     if rerank:
         retriever = with_reranking(settings, retriever, build_reranker(settings))
-    page_hits = passage_hits = asked = 0
+    ranks: list[int | None] = []
+    passage_hits = 0
     try:
         for sample, question in zip(samples, questions, strict=True):
-            if not question:
-                continue
-            asked += 1
             hits = retriever.search([question], 5)[0]
-            page_hits += any(same_place(h, sample) for h in hits)
+            ranks.append(next((i for i, h in enumerate(hits) if same_place(h, sample)), None))
             passage_hits += any(h.id == sample["id"] for h in hits)
     finally:
         close = getattr(retriever, "close", None)
         if close:
             close()
+    asked = len(ranks)
     return {
         "questions": asked,
-        "recall_at_5": round(page_hits / asked, 3) if asked else None,
+        "recall_at_5": round(sum(r is not None for r in ranks) / asked, 3) if asked else None,
         "passage_recall_at_5": round(passage_hits / asked, 3) if asked else None,
-    }
+    }, ranks
 
 
 def main() -> None:
@@ -325,8 +349,10 @@ def main() -> None:
     }
     print(json.dumps(summary["incremental"], indent=1), flush=True)
 
-    samples = sample_passages(settings, args.samples, seed=42, min_words=50)
-    latency_queries = [" ".join(s["text"].split()[:12]) for s in samples]
+    # spare passages: a question that points at text the reader has not seen ("the given
+    # code snippet") is not asked; the first --samples stand-alone questions are
+    candidates = sample_passages(settings, args.samples * 13 // 10, seed=42, min_words=50)
+    latency_queries = [" ".join(s["text"].split()[:12]) for s in candidates[: args.samples]]
     summary["query"] = query_latency(settings, latency_queries * 2)
     print(json.dumps(summary["query"], indent=1), flush=True)
 
@@ -336,21 +362,36 @@ def main() -> None:
     else:
         try:
             t0 = time.perf_counter()
-            questions = asyncio.run(_questions(settings, samples))
+            asked = questions_for(settings, candidates, args.out / QUESTIONS)
             recall["generation_s"] = round(time.perf_counter() - t0, 1)
             recall["engine"] = f"{settings.engine.backend}:{settings.engine.model}"
-            recall["bm25"] = recall_at_5(settings, samples, questions, rerank=False)
+            samples, questions, dropped = [], [], 0
+            for s in candidates:
+                q = clean_question(asked[s["id"]])
+                if q is None:
+                    dropped += 1
+                elif len(samples) < args.samples:
+                    samples.append(s)
+                    questions.append(q)
+                if len(samples) == args.samples:
+                    break
+            recall["not_stand_alone"] = dropped
+            recall["bm25"], bm25_ranks = recall_at_5(settings, samples, questions, rerank=False)
+            reranked_ranks: list[int | None] = [None] * len(samples)
             if settings.retrieval.rerank_depth:
-                recall["reranked"] = recall_at_5(settings, samples, questions, rerank=True)
-            recall["examples"] = [
-                {"question": q, "source": Path(s["source"]).name, "page": s["page"],
-                 "section": s["section"], "passage": s["text"][:200]}
-                for q, s in list(zip(questions, samples, strict=True))[:10]
-            ]  # fmt: skip
+                recall["reranked"], reranked_ranks = recall_at_5(
+                    settings, samples, questions, rerank=True
+                )
+            with (args.out / PER_QUESTION).open("w") as f:
+                for s, q, b, r in zip(samples, questions, bm25_ranks, reranked_ranks, strict=True):
+                    row = {"id": s["id"], "source": os.path.relpath(s["source"], docs),
+                           "page": s["page"], "section": s["section"], "question": q,
+                           "bm25_rank": b, "reranked_rank": r}  # fmt: skip
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
         except Exception as exc:  # no model here: the rest of the benchmark still counts
             recall["missing"] = f"{type(exc).__name__}: {exc}"
     summary["recall"] = recall
-    print(json.dumps({k: v for k, v in recall.items() if k != "examples"}, indent=1), flush=True)
+    print(json.dumps(recall, indent=1), flush=True)
 
     default = recall.get("reranked") or recall.get("bm25") or {}
     pdf = summary["parse"].get("pdf", {})

@@ -12,8 +12,9 @@ passages by the local model, in the graded format of ``eval run --data``
   is balanced by type and each question routes by its ``type``;
 - its references are graded by how they were made, not by a judge: 3 a complete answer
   written from the passage, 2 a one-sentence answer from the passage (right but partial),
-  1 a vague reply written without the passage (on topic, no facts), 0 the grade-3 answer
-  of another question of the same batch (off topic).
+  1 a short reply written without the passage (asked to stay vague; the model's own view,
+  often generic, sometimes wrong), 0 the grade-3 answer of another question of the same
+  batch (off topic).
 
 References written by the model that also answers favour answers in its own style (the
 same self-preference the 1.5B judge has); the set is for comparing two variants of the
@@ -63,7 +64,14 @@ VAGUE_PROMPT = (
     "Question: {question}\n\nReply in one or two sentences that stay on the question's topic "
     "but give no specific facts, names, numbers or reasons."
 )
-_NOT_STANDALONE = re.compile(r"\b(the|this) (passage|text|article|excerpt)\b", re.IGNORECASE)
+# Questions that point at text the reader has not seen: "the passage", "the given code
+# snippet", "the above example", "this section".
+_NOT_STANDALONE = re.compile(
+    r"\b(?:(?:the|this) (?:passage|excerpt|snippet|code snippet)|this text"
+    r"|the (?:given|above|following|provided) \w+"
+    r"|this (?:article|document|section|code|example))\b",
+    re.IGNORECASE,
+)
 _LABEL = re.compile(r"^\s*(question|answer|reply)\s*:\s*", re.IGNORECASE)
 
 Generate = Callable[[list[ChatRequest]], Awaitable[list[ChatResult]]]
