@@ -370,9 +370,9 @@ def main() -> None:
                 q = clean_question(asked[s["id"]])
                 if q is None:
                     dropped += 1
-                elif len(samples) < args.samples:
-                    samples.append(s)
-                    questions.append(q)
+                    continue
+                samples.append(s)
+                questions.append(q)
                 if len(samples) == args.samples:
                     break
             recall["not_stand_alone"] = dropped

@@ -107,6 +107,11 @@ def sample_sources(
     return picked
 
 
+def record_id(source: Source) -> str:
+    """The id of the question written from ``source`` (one place, for writing and resuming)."""
+    return f"dev-{source.passage_id}"
+
+
 def _request(prompt: str) -> ChatRequest:
     return ChatRequest(
         messages=[{"role": "user", "content": prompt}], temperature=0.0, max_tokens=200, seed=42
@@ -157,7 +162,7 @@ async def write_batch(generate: Generate, sources: Sequence[Source]) -> list[dic
         other = replies[3 * ((i + 1) % len(kept))]
         records.append(
             {
-                "id": f"dev-{s.passage_id}",
+                "id": record_id(s),
                 "question": q,
                 "subset": "dev",
                 "type": s.type,
@@ -180,6 +185,6 @@ def batches(sources: Sequence[Source], size: int, done: Iterable[str]) -> list[l
     out = []
     for start in range(0, len(sources), size):
         batch = list(sources[start : start + size])
-        if not any(f"dev-{s.passage_id}" in written for s in batch):
+        if not any(record_id(s) in written for s in batch):
             out.append(batch)
     return out
