@@ -192,6 +192,10 @@ def test_never_empties_an_answer(answer: str) -> None:
         "The solid part of the Earth is the crust [4]. This is supported by [4].",
         "The Northwest Passage links the Atlantic and the Pacific [2].",
         "**Main points:** The 1921 conference called for socialisation [8].",
+        # prose that says whose context or references it means
+        "The context given by the treaty explains the border [2].",
+        "In the given context of the war, rationing was accepted [1].",
+        "The references provided by the author are listed in the appendix [3].",
     ],
 )
 def test_leaves_answers_without_scaffolding_alone(answer: str) -> None:

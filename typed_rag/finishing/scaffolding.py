@@ -55,16 +55,19 @@ _SRC = (
     rf"(?:references?|question-answer pairs?)(?: {_SHOWN})?"
     rf"|{_INFO} {_SHOWN} (?:in|from|by|within) (?:the |these )?{_NOUN})"
 )
+# Not the prompt's sources when the prose says whose or of what: "the context given by the
+# treaty", "the references provided by the author", "the given context of the war".
+_OWNED = r"(?!\s+(?:by|of)\b)"
 # The wordings that name the prompt's sources outright (the project's leak pattern).
 _PROMPT_SOURCES = re.compile(
     r"\b(?P<the>[Tt]he) (?:(?P<a>references?|passages?|context) (?:provided|given)"
-    r"|(?:provided|given) (?P<b>references?|passages?|context))\b"
+    rf"|(?:provided|given) (?P<b>references?|passages?|context))\b{_OWNED}"
 )
 _SUB = re.compile(r"\b(?P<s>[Ss])ub-?(?P<w>questions?|quer(?:y|ies))\b")
 _PIPELINE = re.compile(
     rf"\b(?:{_LABEL}|sub-?questions?|sub-?quer(?:y|ies)|question-answer pairs?)"
-    r"|\bthe (?:references?|passages?|context) (?:provided|given)\b"
-    r"|\bthe (?:provided|given) (?:references?|passages?|context)\b",
+    rf"|\bthe (?:references?|passages?|context) (?:provided|given)\b{_OWNED}"
+    rf"|\bthe (?:provided|given) (?:references?|passages?|context)\b{_OWNED}",
     re.IGNORECASE,
 )
 
