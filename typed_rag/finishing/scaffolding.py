@@ -59,15 +59,15 @@ _SRC = (
 # treaty", "the references provided by the author", "the given context of the war".
 _OWNED = r"(?!\s+(?:by|of)\b)"
 # The wordings that name the prompt's sources outright (the project's leak pattern).
-_PROMPT_SOURCES = re.compile(
-    r"\b(?P<the>[Tt]he) (?:(?P<a>references?|passages?|context) (?:provided|given)"
-    rf"|(?:provided|given) (?P<b>references?|passages?|context))\b{_OWNED}"
+_SOURCE_NOUN = r"(?:references?|passages?|context)"
+_NAMED_SOURCES = (
+    rf"(?:{_SOURCE_NOUN} (?:provided|given)|(?:provided|given) {_SOURCE_NOUN})\b{_OWNED}"
 )
+_PROMPT_SOURCES = re.compile(rf"\b(?P<the>[Tt]he) {_NAMED_SOURCES}")
 _SUB = re.compile(r"\b(?P<s>[Ss])ub-?(?P<w>questions?|quer(?:y|ies))\b")
 _PIPELINE = re.compile(
     rf"\b(?:{_LABEL}|sub-?questions?|sub-?quer(?:y|ies)|question-answer pairs?)"
-    rf"|\bthe (?:references?|passages?|context) (?:provided|given)\b{_OWNED}"
-    rf"|\bthe (?:provided|given) (?:references?|passages?|context)\b{_OWNED}",
+    rf"|\bthe {_NAMED_SOURCES}",
     re.IGNORECASE,
 )
 
@@ -217,7 +217,7 @@ def _starting(m: re.Match[str], text: str) -> str:
 
 
 def _prompt_sources(m: re.Match[str]) -> str:
-    noun = (m["a"] or m["b"]).lower()
+    noun = next(w for w in m[0].lower().split()[1:] if w not in ("provided", "given"))
     plural = noun.endswith("s") or noun == "context"
     return f"{m['the']} source{'s' if plural else ''}"
 
