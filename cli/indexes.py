@@ -123,8 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     retrieve.add_argument(
         "--kind",
-        choices=("bm25", "dense", "hybrid"),
-        help="retriever (default: retrieval.kind); dense and hybrid need `index build --dense`",
+        choices=("bm25", "dense", "hybrid", "auto"),
+        help="retriever (default: retrieval.kind); dense and hybrid need `index build --dense`, "
+        "auto is hybrid where it was built and BM25 elsewhere",
     )
     retrieve.add_argument("--json", action="store_true", help="print JSON instead of a table")
     retrieve.set_defaults(func=_retrieve)

@@ -47,9 +47,11 @@ class RetrievalSettings(BaseModel):
     backend: Literal["auto", "numpy", "numba"] = "auto"
     """bm25s scoring backend: ``numba`` (JIT, compiled on first search) or ``numpy``;
     ``auto`` picks numba when installed."""
-    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
+    kind: Literal["auto", "bm25", "dense", "hybrid"] = "bm25"
     """Which retriever answers: BM25, the dense index in ``<index_dir>/dense`` (built by
-    ``typed-rag index build --dense``), or both fused by reciprocal rank fusion."""
+    ``typed-rag index build --dense``), both fused by reciprocal rank fusion, or ``auto``:
+    hybrid where the index folder has a finished dense index of ``dense_model``, BM25
+    elsewhere."""
     dense_model: str = "all-MiniLM-L6-v2"
     """Dense encoder: a registry name or a local sentence-transformers folder."""
     # "auto": bfloat16 on a GPU or a CPU with native bf16 (avx512_bf16/AMX; ~2x faster

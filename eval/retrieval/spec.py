@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
+from typed_rag.retrieval.loader import served_kind
 from typed_rag.retrieval.reranked import ORDER
 
 # Short names for the bi-encoders that can be had here (see the README's model table).
@@ -69,7 +70,7 @@ class Spec:
 def settings_spec(settings: Settings) -> str:
     """The spec of what ``open_retriever(settings)`` + the per-query reranker serve."""
     r = settings.retrieval
-    base = r.kind
+    base = served_kind(settings)
     if r.rerank_depth <= 0 or settings.reranker.kind == "none":
         return base
     rr = settings.reranker

@@ -266,8 +266,11 @@ def build_collection(
             found = discover(roots, SUPPORTED, max_bytes)
             report = DocumentsReport(name=name, folder=folder, unsupported=dict(found.unsupported))
             report.skipped = [SkippedRecord(s.path, s.reason) for s in found.skipped]
-            want_dense = settings.retrieval.kind != "bm25" if dense is None else dense
             has_dense = mf.read_manifest(dense_folder(folder)) is not None
+            kind = settings.retrieval.kind  # auto keeps a dense index current where there is one
+            want_dense = (
+                (has_dense if kind == "auto" else kind != "bm25") if dense is None else dense
+            )
             same_params = (mf.read_manifest(folder) or {}).get("params") == bm25_params(settings)
             if (
                 old_store is not None

@@ -20,6 +20,7 @@ from typed_rag.config import Settings, load_settings
 from typed_rag.encoder import encode
 from typed_rag.errors import UserError
 from typed_rag.retrieval import open_retriever
+from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import (
     EMBEDDINGS_FILE,
     FAST_QUERIES,
@@ -188,6 +189,28 @@ def test_missing_dense_index_is_a_user_error_naming_folder_and_command(fresh: Se
         msg = str(exc.value)
         assert str(dense_folder(fresh.index_dir)) in msg
         assert "typed-rag index build --dense" in msg
+
+
+def test_auto_serves_hybrid_only_over_a_finished_index_of_the_configured_model(
+    fresh: Settings,
+) -> None:
+    from eval.retrieval.spec import settings_spec
+    from typed_rag.retrieval.loader import dense_missing, served_kind
+
+    auto = fresh.model_copy(update={"retrieval": _kind(fresh, "auto")})
+    assert isinstance(open_retriever(auto), BM25Index)
+    assert str(dense_folder(fresh.index_dir)) in (dense_missing(auto) or "")
+    build_dense(fresh, show_progress=False)
+    hybrid = open_retriever(auto)
+    assert isinstance(hybrid, HybridRetriever) and served_kind(auto) == "hybrid"
+    assert settings_spec(auto).startswith("hybrid")
+    path = dense_folder(fresh.index_dir) / "manifest.json"
+    good = json.loads(path.read_text())
+    for broken, why in (({"complete": False}, "unfinished"), ({"model": "other"}, "'other'")):
+        path.write_text(json.dumps({**good, **broken}))
+        assert why in (dense_missing(auto) or "")
+        assert isinstance(open_retriever(auto), BM25Index) and served_kind(auto) == "bm25"
+        assert settings_spec(auto).startswith("bm25")
 
 
 def test_an_index_from_other_weights_or_another_store_is_refused(fresh: Settings) -> None:
