@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typed_rag.retrieval.manifest as mf
 from cli.documents import add_build_options, add_index_commands, build_documents, wants_documents
+from cli.index_adapt import register as register_adapt
 from eval.data.labels import default_labels_path
 from eval.retrieval.evaluate import evaluate, format_table, judge
 from indexes.build import build_index
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_build_options(build)
     build.set_defaults(func=_index_build)
     add_index_commands(index_sub)
+    register_adapt(index_sub)
 
     ev = index_sub.add_parser(
         "eval",
