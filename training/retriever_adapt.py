@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.data.devset import QUESTION_ASKS, Source, clean_question
+from typed_rag.config import Settings
 from typed_rag.encoder import encode, load_sentence_model, prompt_of
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.retrieval.base import Passage
@@ -85,6 +86,13 @@ def source_id(source: Source) -> str:
     return f"adapt-{source.passage_id}"
 
 
+def _ask(source: Source) -> ChatRequest:
+    prompt = PROMPT.format(title=source.title, text=source.text, ask=QUESTION_ASKS[source.type])
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompt}], temperature=0.0, max_tokens=64, seed=42
+    )
+
+
 async def write_questions(
     engine: Engine,
     sources: Sequence[Source],
@@ -100,46 +108,20 @@ async def write_questions(
         return
     await engine.start()
     try:
-        await _write(engine, todo, out, batch, on_batch)
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            replies = await engine.generate([_ask(s) for s in chunk])
+            out.append(
+                [
+                    {"id": source_id(s), "passage_id": s.passage_id, "type": s.type,
+                     "question": clean_question(r.text)}
+                    for s, r in zip(chunk, replies, strict=True)
+                ]
+            )  # fmt: skip
+            if on_batch is not None:
+                on_batch(len(chunk))
     finally:
         await engine.close()
-
-
-async def _write(
-    engine: Engine,
-    todo: Sequence[Source],
-    out: JsonlStore,
-    batch: int,
-    on_batch: Callable[[int], None] | None,
-) -> None:
-    for start in range(0, len(todo), batch):
-        chunk = todo[start : start + batch]
-        requests = [
-            ChatRequest(
-                messages=[
-                    {
-                        "role": "user",
-                        "content": PROMPT.format(
-                            title=s.title, text=s.text, ask=QUESTION_ASKS[s.type]
-                        ),
-                    }
-                ],
-                temperature=0.0,
-                max_tokens=64,
-                seed=42,
-            )
-            for s in chunk
-        ]
-        replies = await engine.generate(requests)
-        out.append(
-            [
-                {"id": source_id(s), "passage_id": s.passage_id, "type": s.type,
-                 "question": clean_question(r.text)}
-                for s, r in zip(chunk, replies, strict=True)
-            ]
-        )  # fmt: skip
-        if on_batch is not None:
-            on_batch(len(chunk))
 
 
 def hard_negative(bm25: BM25Index, question: str, source: Source) -> Passage | None:
@@ -188,14 +170,13 @@ def pool_recall(model: Any, pools: Sequence[tuple[str, list[str], int]]) -> dict
 
 
 def train_epoch(
-    model: Any, triples: Sequence[Triple], batch_size: int, lr: float, rng: random.Random
+    model: Any, triples: Sequence[Triple], batch_size: int, optimizer: Any, rng: random.Random
 ) -> float:
     """One pass of in-batch-negatives training; the mean loss."""
     import torch
     import torch.nn.functional as F  # noqa: N812
 
     q_prompt, d_prompt = prompt_of(model, "query"), prompt_of(model, "document")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     order = list(range(len(triples)))
     rng.shuffle(order)
     model.train()
@@ -225,7 +206,7 @@ def _embed(model: Any, texts: list[str]) -> Any:
 
 
 def adapt(
-    settings: Any,
+    settings: Settings,
     engine: Engine,
     bm25: BM25Index,
     sources: Sequence[Source],
@@ -239,6 +220,8 @@ def adapt(
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> AdaptReport:
     """Questions (resumed), triples, training and selection; the report is also written."""
+    import torch
+
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     store = JsonlStore(out_dir / QUESTIONS, key=lambda r: str(r["id"]))
@@ -277,9 +260,10 @@ def adapt(
     )
     best = report.before["recall_at_5"]
     rng = random.Random(seed)
-    _seed_torch(seed)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     for epoch in range(1, epochs + 1):
-        loss = train_epoch(model, train, batch_size, lr, rng)
+        loss = train_epoch(model, train, batch_size, optimizer, rng)
         scores = {"epoch": epoch, "loss": round(loss, 4), **pool_recall(model, pools)}
         report.epochs.append(scores)
         if on_progress is not None:
@@ -292,9 +276,3 @@ def adapt(
     report.seconds = round(time.perf_counter() - t0, 1)
     (out_dir / REPORT).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
     return report
-
-
-def _seed_torch(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
