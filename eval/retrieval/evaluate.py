@@ -34,7 +34,7 @@ from eval.data.labels import load_labels
 from eval.data.wikinfqa import load_wikinfqa
 from eval.retrieval.answer_recall import KS, HitFinder, ground_truth, grouped_recall, recall_at
 from eval.retrieval.relevance import fixed_sample, judged_rows, pipeline_queries
-from eval.retrieval.spec import RERANKER_MODELS, Spec, settings_spec
+from eval.retrieval.spec import RERANKER_MODELS, Spec, row_name, settings_spec
 from typed_rag.config import Settings
 from typed_rag.encoder import load_sentence_model
 from typed_rag.engines.factory import build_engine
@@ -175,11 +175,13 @@ def evaluate(
     lat_sample = queries[:: max(1, len(queries) // max(1, latency_queries))][:latency_queries]
     rows: list[dict[str, Any]] = []
     base_ms: float | None = None
+    default_row = row_name(Spec.parse(default), settings)
     for spec in parsed:
         retriever = builder.build(spec)
+        name = row_name(spec, settings)
         t0 = t1 = time.perf_counter()
 
-        def progress(done: int, total: int, name: str = spec.name, t1: float = t1) -> None:
+        def progress(done: int, total: int, name: str = name, t1: float = t1) -> None:
             if done == total or done % (batch * 8) == 0:
                 echo(f"  {name}: {done}/{total} questions, {time.perf_counter() - t1:.0f} s")
 
@@ -190,8 +192,8 @@ def evaluate(
         if spec.name == "bm25":
             base_ms = p50
         row: dict[str, Any] = {
-            "config": spec.name,
-            "default": spec.name == default,
+            "config": name,
+            "default": name == default_row,
             "recall": recall_at(ranks),
             "n": len(records),
             "ms_per_query_p50": round(p50, 2),
@@ -209,7 +211,7 @@ def evaluate(
         rows.append(row)
         echo(format_row(row))
         if out_dir is not None:
-            write_summary(out_dir, rows, extra={"ranks": {spec.name: ranks}})
+            write_summary(out_dir, rows, extra={"ranks": {name: ranks}})
     return rows
 
 

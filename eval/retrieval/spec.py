@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from typed_rag.config import Settings
+from typed_rag.config import RetrievalSettings, Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.loader import served_kind
 from typed_rag.retrieval.reranked import ORDER
@@ -65,6 +66,18 @@ class Spec:
                 f"bad retrieval config {text!r}: title and article rescoring apply to BM25 only"
             )
         return spec
+
+
+DEFAULT_DENSE = RetrievalSettings().dense_model
+
+
+def row_name(spec: Spec, settings: Settings) -> str:
+    """A summary row's name: the spec, plus the dense encoder where it is not the default,
+    so a ``hybrid`` row of e5 does not replace MiniLM's (``hybrid[multilingual-e5-small]``)."""
+    model = settings.retrieval.dense_model
+    if spec.base == "bm25" or model == DEFAULT_DENSE:
+        return spec.name
+    return f"{spec.name}[{Path(model).name}]"
 
 
 def settings_spec(settings: Settings) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from cli.main import main
 from eval.retrieval.answer_recall import HitFinder, ground_truth, normalize, recall_at
-from eval.retrieval.spec import Spec, settings_spec
+from eval.retrieval.spec import Spec, row_name, settings_spec
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
 from typed_rag.config import REPO_ROOT, Settings, load_settings
@@ -172,6 +172,12 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     h = Spec.parse("hybrid+minilm-rrf@20>0.3")
     assert (h.base, h.model, h.depth, h.floor) == ("hybrid", "minilm", 20, 0.3)
     assert Spec.parse("dense").base == "dense"
+    # rows of another dense encoder are named for it, so they never replace MiniLM's
+    e5 = settings.model_copy(
+        update={"retrieval": settings.retrieval.model_copy(update={"dense_model": "x/e5-small"})}
+    )
+    assert row_name(h, settings) == h.name and row_name(s, e5) == s.name
+    assert row_name(h, e5) == "hybrid+minilm-rrf@20>0.3[e5-small]"
     bad_specs = (
         "bm26",
         "bm25+mpnet@30",
