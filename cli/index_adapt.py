@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from cli.eval_devset import near_wikinfqa
@@ -69,5 +70,5 @@ def cmd_adapt(args: argparse.Namespace, settings: Settings) -> int:
         )  # fmt: skip
     finally:
         bm25.close()
-    print(json.dumps({"out": str(out), **report.__dict__}, indent=1))
+    print(json.dumps({"out": str(out), **asdict(report)}, indent=1))
     return 0

@@ -1,9 +1,10 @@
 """``open_retriever``: the retriever that ``retrieval.kind`` names, opened from the index folder.
 
-``bm25`` is the BM25 index itself; ``dense`` the exact dense index in ``<index_dir>/dense``; ``hybrid`` both,
-fused by reciprocal rank fusion; ``auto`` hybrid where the folder holds a finished dense index of
-``retrieval.dense_model`` and BM25 otherwise, so one setting serves every collection. :func:`~typed_rag.retrieval.reranked.with_reranking`
-wraps any of them so every query is reranked (``retrieval.rerank_depth`` > 0).
+``bm25`` is the BM25 index itself; ``dense`` the exact dense index in ``<index_dir>/dense``;
+``hybrid`` both, fused by reciprocal rank fusion; ``auto`` hybrid where the folder holds a
+finished dense index of ``retrieval.dense_model`` and BM25 otherwise, so one setting serves
+every collection. :func:`~typed_rag.retrieval.reranked.with_reranking` wraps any of them so
+every query is reranked (``retrieval.rerank_depth`` > 0).
 """
 
 from __future__ import annotations
