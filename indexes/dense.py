@@ -104,7 +104,7 @@ def build_dense(
     if chunk_size <= 0:
         raise ValueError("chunk_size must be positive")
     store = PassageStore(index_dir)
-    folder = dense_folder(index_dir)
+    folder = dense_folder(index_dir, settings.retrieval.dense_model)
     t0 = time.perf_counter()
     try:
         old = mf.read_manifest(folder)

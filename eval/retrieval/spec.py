@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from typed_rag.config import RetrievalSettings, Settings
 from typed_rag.errors import UserError
+from typed_rag.retrieval.dense import model_name
 from typed_rag.retrieval.loader import served_kind
 from typed_rag.retrieval.reranked import ORDER
 
@@ -77,7 +77,7 @@ def row_name(spec: Spec, settings: Settings) -> str:
     model = settings.retrieval.dense_model
     if spec.base == "bm25" or model == DEFAULT_DENSE:
         return spec.name
-    return f"{spec.name}[{Path(model).name}]"
+    return f"{spec.name}[{model_name(model)}]"
 
 
 def settings_spec(settings: Settings) -> str:

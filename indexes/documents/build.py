@@ -266,7 +266,9 @@ def build_collection(
             found = discover(roots, SUPPORTED, max_bytes)
             report = DocumentsReport(name=name, folder=folder, unsupported=dict(found.unsupported))
             report.skipped = [SkippedRecord(s.path, s.reason) for s in found.skipped]
-            has_dense = mf.read_manifest(dense_folder(folder)) is not None
+            has_dense = (
+                mf.read_manifest(dense_folder(folder, settings.retrieval.dense_model)) is not None
+            )
             kind = settings.retrieval.kind  # auto keeps a dense index current where there is one
             want_dense = (
                 (has_dense if kind == "auto" else kind != "bm25") if dense is None else dense

@@ -213,6 +213,32 @@ def test_auto_serves_hybrid_only_over_a_finished_index_of_the_configured_model(
         assert settings_spec(auto).startswith("bm25")
 
 
+def test_each_encoder_builds_its_own_folder_and_leaves_the_others(
+    fresh: Settings, minilm_path: Path, tmp_path: Path
+) -> None:
+    from typed_rag.retrieval.loader import served_kind
+
+    other_model = tmp_path / "minilm-copy"
+    other_model.symlink_to(minilm_path, target_is_directory=True)
+    r = fresh.retrieval.model_copy(update={"dense_model": str(other_model), "kind": "auto"})
+    other = fresh.model_copy(update={"retrieval": r})
+    build_dense(fresh, show_progress=False)
+    first = dense_folder(fresh.index_dir)
+    before = (first / "manifest.json").read_bytes()
+    with pytest.raises(UserError) as exc:
+        DenseIndex.from_settings(other)
+    assert f"--set retrieval.dense_model={other_model}" in str(exc.value)
+    assert served_kind(other) == "bm25"
+
+    build_dense(other, show_progress=False, chunk_size=5)
+    second = dense_folder(fresh.index_dir, str(other_model))
+    assert second.name == "dense-minilm-copy" and second != first
+    assert (first / "manifest.json").read_bytes() == before
+    assert read_manifest(second)["model"] == str(other_model)
+    assert served_kind(other) == "hybrid"
+    assert len(DenseIndex.from_settings(fresh)) == len(DenseIndex.from_settings(other)) == 16
+
+
 def test_an_index_from_other_weights_or_another_store_is_refused(fresh: Settings) -> None:
     build_dense(fresh, show_progress=False)
     path = dense_folder(fresh.index_dir) / "manifest.json"

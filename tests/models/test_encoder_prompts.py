@@ -83,7 +83,7 @@ def test_the_dense_index_prefixes_passages_and_queries(
     )
     build_index(settings, show_progress=False, workers=0)
     build_dense(settings, show_progress=False)
-    folder = dense_folder(settings.index_dir)
+    folder = dense_folder(settings.index_dir, settings.retrieval.dense_model)
     assert read_manifest(folder)["text"] == "passage: title. text"
     stored = np.load(folder / EMBEDDINGS_FILE).astype(np.float32)
     texts = ["passage: " + encoder_text(r) for r in rows]

@@ -15,7 +15,11 @@ CPU thread). That is fast enough for the default corpus, so no ANN index is used
 21M-passage DPR corpus would need one (about 1.5 s per query by exact scan). Measured by
 ``benchmarks/hybrid_bench.py``.
 
-A rebuild of the BM25 index replaces the whole folder, ``dense/`` included, so the
+Each encoder has its own folder (:func:`dense_folder`: ``dense/`` for all-MiniLM-L6-v2,
+``dense-<model name>/`` for any other), so building an index of one encoder never
+overwrites another's, finished or half-built.
+
+A rebuild of the BM25 index replaces the whole folder, the dense folders included, so the
 embeddings can never describe an older passage store; the manifest also records the
 store's size and build time and loading checks them. torch and sentence-transformers
 are optional dependencies, imported inside the functions that need them.
@@ -47,6 +51,9 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 DENSE_DIR = "dense"
+# The encoder whose index keeps the folder name every dense index had before encoders got
+# folders of their own, so existing indexes of it are still found.
+FIRST_MODEL = "all-MiniLM-L6-v2"
 EMBEDDINGS_FILE = "embeddings.npy"
 FORMAT_VERSION = 1
 STORED_DTYPE = "float16"
@@ -55,13 +62,20 @@ FAST_QUERIES = 16  # up to this many queries: float16 candidate pass (see top_k_
 CANDIDATE_MARGIN = 64  # extra candidates per query rescored exactly after the float16 pass
 
 
-def dense_folder(index_dir: str | Path) -> Path:
-    """Where the dense index of a BM25 index folder lives."""
-    return Path(index_dir) / DENSE_DIR
+def model_name(model: str) -> str:
+    """A dense model's short name (a local folder's name), for folders and report rows."""
+    return Path(model).name
 
 
-def build_command(index_dir: Path) -> str:
-    return f"typed-rag index build --dense --out {index_dir}"
+def dense_folder(index_dir: str | Path, model: str = FIRST_MODEL) -> Path:
+    """Where the dense index of ``model`` over a BM25 index folder lives."""
+    name = model_name(model)
+    return Path(index_dir) / (DENSE_DIR if name == FIRST_MODEL else f"{DENSE_DIR}-{name}")
+
+
+def build_command(index_dir: Path, model: str = FIRST_MODEL) -> str:
+    chosen = "" if model_name(model) == FIRST_MODEL else f"--set retrieval.dense_model={model} "
+    return f"typed-rag {chosen}index build --dense --out {index_dir}"
 
 
 def store_identity(index_dir: Path, n: int) -> dict[str, Any]:
@@ -174,7 +188,8 @@ def _torch_available() -> bool:
 
 
 class DenseIndex:
-    """Exact dense search over ``<index_dir>/dense``; ``Passage.score`` is the cosine."""
+    """Exact dense search over the dense index of ``dense_model`` in ``index_dir``;
+    ``Passage.score`` is the cosine."""
 
     def __init__(
         self,
@@ -183,29 +198,29 @@ class DenseIndex:
         *,
         batch_size: int = 64,
         expected_fingerprint: str | None = None,
+        dense_model: str = FIRST_MODEL,
     ) -> None:
         index_dir = Path(index_dir)
-        folder = dense_folder(index_dir)
+        folder = dense_folder(index_dir, dense_model)
+        build = build_command(index_dir, dense_model)
         manifest = mf.read_manifest(folder)
         if manifest is None or not (folder / EMBEDDINGS_FILE).is_file():
-            raise UserError(
-                f"no dense index in {folder}; build it with `{build_command(index_dir)}`"
-            )
+            raise UserError(f"no dense index in {folder}; build it with `{build}`")
         if manifest.get("format_version") != FORMAT_VERSION:
             raise UserError(
                 f"dense index in {folder} has format {manifest.get('format_version')}, this "
-                f"version reads {FORMAT_VERSION}; rebuild it with `{build_command(index_dir)}`"
+                f"version reads {FORMAT_VERSION}; rebuild it with `{build}`"
             )
         if not manifest.get("complete"):
             raise UserError(
                 f"dense index in {folder} is unfinished ({manifest.get('done', 0):,} of "
-                f"{manifest.get('n', 0):,} passages); finish it with `{build_command(index_dir)}`"
+                f"{manifest.get('n', 0):,} passages); finish it with `{build}`"
             )
         if expected_fingerprint and manifest.get("model_fingerprint") != expected_fingerprint:
             raise UserError(
                 f"dense index in {folder} was built with model {manifest.get('model')!r} "
                 f"(other weights than retrieval.dense_model); rebuild it with "
-                f"`{build_command(index_dir)}`"
+                f"`{build}`"
             )
         self.store = PassageStore(index_dir)
         self.embeddings = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
@@ -219,7 +234,7 @@ class DenseIndex:
             raise UserError(
                 f"dense index in {folder} does not match the passage store ({n:,} passages, "
                 f"embeddings {self.embeddings.shape}); rebuild it with "
-                f"`{build_command(index_dir)}`"
+                f"`{build}`"
             )
         self.folder = index_dir
         self.manifest = manifest
@@ -229,11 +244,12 @@ class DenseIndex:
     @classmethod
     def from_settings(cls, settings: Settings, index_dir: str | Path | None = None) -> DenseIndex:
         index_dir = Path(index_dir) if index_dir is not None else settings.index_dir
-        folder = dense_folder(index_dir)
+        model_id = settings.retrieval.dense_model
+        folder = dense_folder(index_dir, model_id)
         manifest = mf.read_manifest(folder)
         if manifest is None:  # before loading a model
             raise UserError(
-                f"no dense index in {folder}; build it with `{build_command(index_dir)}`"
+                f"no dense index in {folder}; build it with `{build_command(index_dir, model_id)}`"
             )
         model, path = load_dense_encoder(with_index_dtype(settings, manifest))
         return cls(
@@ -241,6 +257,7 @@ class DenseIndex:
             model,
             batch_size=BATCH_SIZE,
             expected_fingerprint=model_fingerprint(path),
+            dense_model=model_id,
         )
 
     def __len__(self) -> int:

@@ -26,7 +26,9 @@ Served = Literal["bm25", "dense", "hybrid"]
 def dense_missing(settings: Settings, folder: str | Path | None = None) -> str | None:
     """Why ``folder`` has no finished dense index of ``retrieval.dense_model`` (None: it has
     one), from its manifest alone: no model is loaded to decide."""
-    dense = dense_folder(Path(folder) if folder is not None else settings.index_dir)
+    dense = dense_folder(
+        Path(folder) if folder is not None else settings.index_dir, settings.retrieval.dense_model
+    )
     manifest = mf.read_manifest(dense)
     if manifest is None:
         return f"no dense index in {dense}"
