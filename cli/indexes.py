@@ -12,6 +12,7 @@ from cli.documents import add_build_options, add_index_commands, build_documents
 from cli.index_adapt import register as register_adapt
 from eval.data.labels import default_labels_path
 from eval.retrieval.evaluate import evaluate, format_table, judge
+from eval.retrieval.paired import format_paired, load_ranks, paired_rows, write_paired
 from indexes.build import build_index
 from indexes.dense import build_dense
 from indexes.download import REGISTRY, download
@@ -92,6 +93,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--batch", type=int, default=16, help="questions per batched search call")
     ev.add_argument("--out", type=Path, default=Path("results/retrieval"), help="output folder")
     ev.set_defaults(func=_index_eval)
+
+    pr = index_sub.add_parser(
+        "paired",
+        help="paired recall@k difference of two configs `index eval` measured",
+        description="Recall@1/5/10/20/100 of config A minus config B, question by question, "
+        "with a bootstrap 95%% interval over the questions and the questions each wins, "
+        "from OUT/ranks.json (so both must come from `index eval` on the same questions). "
+        "Adds the rows to OUT/paired.json, replacing earlier rows of the same pair.",
+    )
+    pr.add_argument("a", metavar="A", help="a config name as in summary.json")
+    pr.add_argument("b", metavar="B", help="the config it is compared with (e.g. the default)")
+    pr.add_argument("--out", type=Path, default=Path("results/retrieval"), help="results folder")
+    pr.set_defaults(func=_index_paired)
 
     jd = index_sub.add_parser(
         "judge",
@@ -232,6 +246,13 @@ def _index_eval(args: argparse.Namespace, settings: Settings) -> int:
     print(f"Answer recall on Wiki-NFQA ({rows[0]['n']} questions)")
     print(format_table(rows))
     print(f"wrote {args.out / 'summary.json'}")
+    return 0
+
+
+def _index_paired(args: argparse.Namespace, settings: Settings) -> int:
+    rows = paired_rows(load_ranks(args.out), args.a, args.b)
+    print(format_paired(rows))
+    print(f"wrote {write_paired(args.out, rows)}")
     return 0
 
 

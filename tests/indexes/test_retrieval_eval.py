@@ -420,3 +420,35 @@ def test_index_eval_reports_types_and_the_typed_subset(settings: Settings, tmp_p
     assert row["types"]["typed"]["n"] == 2  # REASON + INSTRUCTION
     assert row["types"]["EVIDENCE-BASED"]["n"] == 1
     assert row["types"]["typed"]["recall"]["5"] == 1.0
+
+
+def test_index_paired_command(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    # a finds the answer at rank 1 on questions 0-5, b only at rank 7 on 0-2 and never after
+    a = [1] * 6 + [None] * 4
+    b = [7, 7, 7] + [None] * 7
+    (out / "ranks.json").write_text(json.dumps({"a": a, "b": b, "short": [1, 2]}))
+    home = ["--set", f"home={settings.home}"]
+    assert main([*home, "index", "paired", "a", "b", "--out", str(out)]) == 0
+    rows = json.loads((out / "paired.json").read_text())["rows"]
+    by_k = {r["k"]: r for r in rows}
+    assert sorted(by_k) == [1, 5, 10, 20, 100]
+    assert (by_k[1]["diff"], by_k[1]["won"], by_k[1]["lost"]) == (0.6, 6, 0)
+    assert (by_k[10]["diff"], by_k[10]["won"], by_k[10]["lost"]) == (0.3, 3, 0)
+    lo, hi = by_k[10]["ci"]
+    assert 0.0 <= lo < 0.3 < hi <= 0.6
+    assert "R@1    +0.600" in capsys.readouterr().out
+    # the reverse pair is another row set; the same pair again replaces its rows
+    assert main([*home, "index", "paired", "b", "a", "--out", str(out)]) == 0
+    assert main([*home, "index", "paired", "a", "b", "--out", str(out)]) == 0
+    rows = json.loads((out / "paired.json").read_text())["rows"]
+    assert [(r["a"], r["k"]) for r in rows][::5] == [("b", 1), ("a", 1)]
+    assert len(rows) == 10
+    capsys.readouterr()
+    assert main([*home, "index", "paired", "a", "c", "--out", str(out)]) == 2
+    assert "'c' has no ranks to compare (measured: a, b, short)" in capsys.readouterr().err
+    assert main([*home, "index", "paired", "a", "short", "--out", str(out)]) == 2
+    assert "measured on different questions (10 against 2)" in capsys.readouterr().err
