@@ -92,10 +92,13 @@ def _index_list(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps([c.to_dict() for c in infos], ensure_ascii=False, indent=2))
         return 0
-    print(f"{'name':<20} {'kind':<10} {'passages':>9} {'files':>6}  folder")
+    print(f"{'name':<20} {'kind':<10} {'passages':>9} {'files':>6} {'search':<7} folder")
     for c in infos:
         passages = f"{c.passages:,}" if c.passages is not None else "-"
         files = str(c.files) if c.files is not None else "-"
         state = "" if c.built else "  (not built)"
-        print(f"{c.name:<20} {c.kind:<10} {passages:>9} {files:>6}  {c.folder}{state}")
+        print(f"{c.name:<20} {c.kind:<10} {passages:>9} {files:>6} {c.search:<7} {c.folder}{state}")
+        for d in c.dense:
+            done = "complete" if d["complete"] else f"{d['done']:,} of {d['passages']:,} encoded"
+            print(f"{'':<20} dense index of {d['model']}: {done}")
     return 0

@@ -98,6 +98,10 @@ def test_pdf_and_docx_passages_cite_file_page_and_section(
     assert main([*base, "index", "list", "--json"]) == 0
     listed = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
     assert listed["m"]["files"] == 2 and listed["wiki"]["kind"] == "wikipedia"
+    assert (listed["m"]["search"], listed["m"]["dense"]) == ("bm25", [])
+    assert main([*base, "--set", "retrieval.kind=hybrid", "index", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("m "))
+    assert row.split()[1:5] == ["documents", "2", "2", "hybrid"]
 
 
 def test_bad_command_lines_get_a_clear_error(

@@ -26,6 +26,7 @@ from typed_rag.retrieval.dense import (
     FAST_QUERIES,
     DenseIndex,
     dense_folder,
+    model_name,
     top_k_inner_product,
 )
 from typed_rag.retrieval.dense_dtype import MAX_LENGTH
@@ -216,6 +217,7 @@ def test_auto_serves_hybrid_only_over_a_finished_index_of_the_configured_model(
 def test_each_encoder_builds_its_own_folder_and_leaves_the_others(
     fresh: Settings, minilm_path: Path, tmp_path: Path
 ) -> None:
+    from typed_rag.retrieval.collections import list_collections
     from typed_rag.retrieval.loader import served_kind
 
     other_model = tmp_path / "minilm-copy"
@@ -230,7 +232,23 @@ def test_each_encoder_builds_its_own_folder_and_leaves_the_others(
     assert f"--set retrieval.dense_model={other_model}" in str(exc.value)
     assert served_kind(other) == "bm25"
 
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(done: int) -> None:
+        raise Interrupted
+
+    with pytest.raises(Interrupted):  # a build stopped after its first chunk of 5
+        build_dense(other, show_progress=False, chunk_size=5, on_chunk=interrupt)
+    wiki = list_collections(other)[0]
+    assert wiki.search == "bm25"
+    assert sorted((d["model"], d["done"], d["complete"]) for d in wiki.dense) == [
+        (model_name(str(minilm_path)), 16, True),
+        ("minilm-copy", 5, False),
+    ]
     build_dense(other, show_progress=False, chunk_size=5)
+    assert list_collections(other)[0].search == "hybrid"
+    assert all(d["complete"] for d in list_collections(other)[0].dense)
     second = dense_folder(fresh.index_dir, str(other_model))
     assert second.name == "dense-minilm-copy" and second != first
     assert (first / "manifest.json").read_bytes() == before

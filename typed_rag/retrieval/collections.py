@@ -23,7 +23,8 @@ from typing import Any
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.base import Reranker, Retriever
-from typed_rag.retrieval.loader import open_retriever
+from typed_rag.retrieval.dense import dense_indexes
+from typed_rag.retrieval.loader import open_retriever, served_kind
 from typed_rag.retrieval.manifest import read_manifest
 from typed_rag.retrieval.reranked import with_reranking
 
@@ -46,6 +47,8 @@ class CollectionInfo:
     skipped: int | None = None
     roots: list[str] = field(default_factory=list)
     updated: str | None = None
+    dense: list[dict[str, Any]] = field(default_factory=list)  # see dense.dense_indexes
+    search: str = "bm25"  # what answers with the settings in force (retrieval.kind resolved)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,8 +75,9 @@ def collection_dir(settings: Settings, name: str) -> Path:
     return collections_root(settings) / check_name(name)
 
 
-def _info(name: str, folder: Path) -> CollectionInfo:
+def _info(name: str, folder: Path, settings: Settings) -> CollectionInfo:
     manifest = read_manifest(folder)
+    search = served_kind(settings, folder)
     if name == WIKI:
         counts = (manifest or {}).get("counts", {})
         return CollectionInfo(
@@ -82,6 +86,8 @@ def _info(name: str, folder: Path) -> CollectionInfo:
             folder=str(folder),
             built=manifest is not None,
             passages=counts.get("passages"),
+            dense=dense_indexes(folder),
+            search=search,
         )
     section = (manifest or {}).get(COLLECTION_KEY) or {}
     return CollectionInfo(
@@ -94,17 +100,19 @@ def _info(name: str, folder: Path) -> CollectionInfo:
         skipped=len(section.get("skipped", [])),
         roots=list(section.get("roots", [])),
         updated=section.get("updated"),
+        dense=dense_indexes(folder),
+        search=search,
     )
 
 
 def list_collections(settings: Settings) -> list[CollectionInfo]:
     """``wiki`` first, then every built document collection by name."""
-    out = [_info(WIKI, settings.index_dir)]
+    out = [_info(WIKI, settings.index_dir, settings)]
     root = collections_root(settings)
     if root.is_dir():
         for folder in sorted(root.iterdir()):
             if folder.is_dir() and _NAME.match(folder.name) and read_manifest(folder):
-                out.append(_info(folder.name, folder))
+                out.append(_info(folder.name, folder, settings))
     return out
 
 

@@ -73,6 +73,26 @@ def dense_folder(index_dir: str | Path, model: str = FIRST_MODEL) -> Path:
     return Path(index_dir) / (DENSE_DIR if name == FIRST_MODEL else f"{DENSE_DIR}-{name}")
 
 
+def dense_indexes(index_dir: str | Path) -> list[dict[str, Any]]:
+    """Every dense index in a BM25 index folder, finished or not: its encoder, passages
+    done of all, and whether it is complete (what ``index list`` shows of a long build)."""
+    root = Path(index_dir)
+    found = []
+    folders = sorted(root.glob(f"{DENSE_DIR}*")) if root.is_dir() else []
+    for folder in folders:
+        manifest = mf.read_manifest(folder) if folder.is_dir() else None
+        if manifest is not None and "model" in manifest:
+            found.append(
+                {
+                    "model": model_name(str(manifest["model"])),
+                    "done": int(manifest.get("done", 0)),
+                    "passages": int(manifest.get("n", 0)),
+                    "complete": bool(manifest.get("complete")),
+                }
+            )
+    return found
+
+
 def build_command(index_dir: Path, model: str = FIRST_MODEL) -> str:
     chosen = "" if model_name(model) == FIRST_MODEL else f"--set retrieval.dense_model={model} "
     return f"typed-rag {chosen}index build --dense --out {index_dir}"
