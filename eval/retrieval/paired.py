@@ -71,7 +71,15 @@ def load_ranks(out_dir: Path) -> dict[str, list[int | None]]:
     path = out_dir / "ranks.json"
     if not path.is_file():
         raise UserError(f"{path} not found: run `typed-rag index eval ... --out {out_dir}` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        ranks = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UserError(
+            f"{path} is not valid JSON ({exc}); run `typed-rag index eval` again"
+        ) from exc
+    if not isinstance(ranks, dict):
+        raise UserError(f"{path} should map config names to per-question ranks")
+    return ranks
 
 
 def write_paired(out_dir: Path, rows: Sequence[dict[str, Any]]) -> Path:

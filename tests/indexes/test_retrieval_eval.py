@@ -452,3 +452,6 @@ def test_index_paired_command(
     assert "'c' has no ranks to compare (measured: a, b, short)" in capsys.readouterr().err
     assert main([*home, "index", "paired", "a", "short", "--out", str(out)]) == 2
     assert "measured on different questions (10 against 2)" in capsys.readouterr().err
+    (out / "ranks.json").write_text('{"a": [1, 2')
+    assert main([*home, "index", "paired", "a", "b", "--out", str(out)]) == 2
+    assert "ranks.json is not valid JSON" in capsys.readouterr().err
