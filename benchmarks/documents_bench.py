@@ -52,7 +52,12 @@ from indexes.documents.document import SkipFile  # noqa: E402
 from indexes.documents.parse import SUPPORTED, parse_document  # noqa: E402
 from typed_rag.config import Settings, load_settings  # noqa: E402
 from typed_rag.retrieval.base import Passage  # noqa: E402
-from typed_rag.retrieval.collections import collection_dir, open_collection  # noqa: E402
+from typed_rag.retrieval.collections import (  # noqa: E402
+    collection_dir,
+    collection_settings,
+    open_collection,
+)
+from typed_rag.retrieval.reranked import rerank_depth  # noqa: E402
 from typed_rag.retrieval.store import PassageStore  # noqa: E402
 
 NAME = "docbench"
@@ -431,7 +436,7 @@ def main() -> None:
             recall["not_stand_alone"] = dropped
             recall["bm25"], bm25_ranks = recall_at_5(settings, samples, questions, rerank=False)
             reranked_ranks: list[int | None] = [None] * len(samples)
-            if settings.retrieval.rerank_depth:
+            if rerank_depth(collection_settings(settings, NAME)):
                 recall["reranked"], reranked_ranks = recall_at_5(
                     settings, samples, questions, rerank=True
                 )

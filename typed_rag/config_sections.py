@@ -7,7 +7,7 @@ declarations live here so that each stays short and documented in one place.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -33,6 +33,7 @@ class CorpusSettings(BaseModel):
 # answer-bearing top-5 passages of the 945 Wiki-NFQA questions (recall@5 unchanged at
 # 0.337) and cuts judged-irrelevant passages of typed sub-queries from 11% to 9.4%.
 MINILM_FLOOR = 0.32
+AUTO_RERANK_DEPTH = 20  # retrieval.rerank_depth "auto" over a BM25 first stage
 
 
 class RetrievalSettings(BaseModel):
@@ -61,13 +62,15 @@ class RetrievalSettings(BaseModel):
     bfloat16 where it was timed faster (GPU, or a CPU with native bf16), else float32."""
     dense_device: str = "cpu"
     """Torch device of the dense encoder, e.g. ``cuda:0``."""
-    # Default 20 with rrf and the MiniLM bi-encoder: recall@5 0.321 -> 0.337 on the 945
-    # Wiki-NFQA questions, judged-irrelevant passages of typed sub-queries 22% -> 11%, for
-    # ~0.5 s per query on 2 cores (docs/retrieval.md); configs/paper.toml: 0.
-    rerank_depth: int = Field(20, ge=0)
+    # "auto": 20 over a BM25 first stage (rrf with the MiniLM bi-encoder: recall@5 0.321 ->
+    # 0.337 on the 945 Wiki-NFQA questions, judged-irrelevant passages 22% -> 11%, ~0.5 s per
+    # query on 2 cores); 0 over hybrid or dense, where it lowered recall (Wikipedia R@1
+    # -0.017 [-0.030, -0.004], R@5 -0.012 [-0.023, +0.000]; own documents source recall@5
+    # -0.015 [-0.045, +0.015]) at ~20x the latency (docs/retrieval.md). paper.toml: 0.
+    rerank_depth: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     """Rerank every query of every pipeline: the first stage's top ``rerank_depth``, its
     ranks fused (RRF) with the reranker's (0 = off, the paper's setting: only COMPARISON
-    and EXPERIENCE rerank)."""
+    and EXPERIENCE rerank); ``auto``: 20 over BM25, off over hybrid and dense."""
     rerank_floor: float | Literal["auto"] | None = "auto"
     """Passages whose reranker score is below this are not shown (none: no floor);
     ``auto``: 0.32 for the default MiniLM bi-encoder, no floor for any other reranker."""
@@ -79,6 +82,12 @@ class RetrievalSettings(BaseModel):
         return (
             None if isinstance(value, str) and value.lower() in ("none", "off", "null") else value
         )
+
+    def depth_over(self, first_stage: str) -> int:
+        """The rerank depth in force over a first stage (``bm25``, ``dense``, ``hybrid``)."""
+        if self.rerank_depth != "auto":
+            return self.rerank_depth
+        return AUTO_RERANK_DEPTH if first_stage == "bm25" else 0
 
     def floor_for(self, reranker: RerankerSettings) -> float | None:
         """The relevance floor in force with ``reranker``."""

@@ -13,7 +13,7 @@ from typed_rag.config import RetrievalSettings, Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.dense import model_name
 from typed_rag.retrieval.loader import served_kind
-from typed_rag.retrieval.reranked import ORDER
+from typed_rag.retrieval.reranked import ORDER, rerank_depth
 
 # Short names for the bi-encoders that can be had here (see the README's model table).
 RERANKER_MODELS: dict[str, str] = {
@@ -84,11 +84,12 @@ def settings_spec(settings: Settings) -> str:
     """The spec of what ``open_retriever(settings)`` + the per-query reranker serve."""
     r = settings.retrieval
     base = served_kind(settings)
-    if r.rerank_depth <= 0 or settings.reranker.kind == "none":
+    depth = rerank_depth(settings)
+    if depth <= 0 or settings.reranker.kind == "none":
         return base
     rr = settings.reranker
     model = rr.biencoder_model
     short = next((k for k, v in RERANKER_MODELS.items() if v == model), model)
     value = r.floor_for(rr)
     floor = "" if value is None else f">{value:g}"
-    return f"{base}+{short}-{ORDER}@{r.rerank_depth}{floor}"
+    return f"{base}+{short}-{ORDER}@{depth}{floor}"

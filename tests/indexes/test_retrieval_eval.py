@@ -101,6 +101,15 @@ def test_with_reranking_follows_settings(settings: Settings, index: BM25Index) -
     assert isinstance(wrapped, RerankedRetriever)
     assert (wrapped.depth, wrapped.floor, wrapped.order) == (20, 0.3, "rrf")
     assert with_reranking(s, index, None) is index
+    # "auto" (the default): 20 deep over BM25, none over a hybrid or dense first stage
+    auto = {"retrieval.rerank_depth": "auto"}
+    assert with_reranking(_with(settings, **auto), index, OverlapReranker()).depth == 20
+    for kind in ("hybrid", "dense"):
+        first = _with(settings, **auto, **{"retrieval.kind": kind})
+        assert with_reranking(first, index, OverlapReranker()) is index
+        assert settings_spec(first) == kind
+    forced = _with(settings, **{"retrieval.kind": "hybrid", "retrieval.rerank_depth": 20})
+    assert with_reranking(forced, index, OverlapReranker()).depth == 20
 
 
 class CountingModel:

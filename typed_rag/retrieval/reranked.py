@@ -27,6 +27,7 @@ from typing import Literal
 from typed_rag.config import Settings
 from typed_rag.retrieval.base import Passage, Reranker, Retriever
 from typed_rag.retrieval.fusion import RRF_K
+from typed_rag.retrieval.loader import served_kind
 
 Order = Literal["rerank", "rrf"]
 # The order every query is reranked in when the settings ask for it: the reranker's order
@@ -102,8 +103,13 @@ def with_reranking(
     settings: Settings, retriever: Retriever, reranker: Reranker | None
 ) -> Retriever:
     """``retriever`` with every query reranked, when ``retrieval.rerank_depth`` asks for it."""
-    r = settings.retrieval
-    if r.rerank_depth <= 0 or reranker is None:
+    depth = rerank_depth(settings)
+    if depth <= 0 or reranker is None:
         return retriever
-    floor = r.floor_for(settings.reranker)
-    return RerankedRetriever(retriever, reranker, r.rerank_depth, ORDER, floor=floor)
+    floor = settings.retrieval.floor_for(settings.reranker)
+    return RerankedRetriever(retriever, reranker, depth, ORDER, floor=floor)
+
+
+def rerank_depth(settings: Settings) -> int:
+    """How deep every query of ``open_retriever(settings)`` is reranked (0: not at all)."""
+    return settings.retrieval.depth_over(served_kind(settings))
