@@ -45,6 +45,7 @@ from typed_rag.retrieval.base import rerank_batch_size
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex
 from typed_rag.retrieval.fusion import HybridRetriever
+from typed_rag.retrieval.loader import dense_models, with_dense_model
 from typed_rag.retrieval.rescore import RescoredRetriever
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,15 @@ class Builder:
         self.index = index
         self.cache_size = cache_size
         self._rerankers: dict[str, Reranker] = {}
-        self._dense: DenseIndex | None = None
+        self._dense: dict[str, DenseIndex] = {}
 
-    def dense(self) -> DenseIndex:
-        """The dense index of the settings' index folder, opened once."""
-        if self._dense is None:
-            self._dense = DenseIndex.from_settings(self.settings)
-        return self._dense
+    def dense(self, model: str | None = None) -> DenseIndex:
+        """The dense index of ``model`` (default: ``dense_model``) in the settings' index
+        folder, opened once."""
+        model = model or self.settings.retrieval.dense_model
+        if model not in self._dense:
+            self._dense[model] = DenseIndex.from_settings(with_dense_model(self.settings, model))
+        return self._dense[model]
 
     def reranker(self, model: str) -> Reranker:
         name = RERANKER_MODELS.get(model, model)
@@ -83,7 +86,9 @@ class Builder:
         if spec.base == "dense":
             first = self.dense()
         elif spec.base == "hybrid":
-            first = HybridRetriever(self.index, self.dense())
+            first = HybridRetriever(
+                self.index, [self.dense(m) for m in dense_models(self.settings)]
+            )
         if spec.title or spec.article:
             first = RescoredRetriever(first, self.index, spec.title, spec.article)
         if not spec.model:

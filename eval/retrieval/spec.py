@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typed_rag.config import RetrievalSettings, Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.dense import model_name
-from typed_rag.retrieval.loader import served_kind
+from typed_rag.retrieval.loader import dense_models, served_kind
 from typed_rag.retrieval.reranked import ORDER, rerank_depth
 
 # Short names for the bi-encoders that can be had here (see the README's model table).
@@ -72,12 +72,13 @@ DEFAULT_DENSE = RetrievalSettings().dense_model
 
 
 def row_name(spec: Spec, settings: Settings) -> str:
-    """A summary row's name: the spec, plus the dense encoder where it is not the default,
-    so a ``hybrid`` row of e5 does not replace MiniLM's (``hybrid[multilingual-e5-small]``)."""
-    model = settings.retrieval.dense_model
-    if spec.base == "bm25" or model == DEFAULT_DENSE:
+    """A summary row's name: the spec, plus the dense encoders where they are not the
+    default, so a ``hybrid`` row of e5 does not replace MiniLM's
+    (``hybrid[multilingual-e5-small]``, ``hybrid[multilingual-e5-small+all-MiniLM-L6-v2]``)."""
+    models = dense_models(settings) if spec.base == "hybrid" else [settings.retrieval.dense_model]
+    if spec.base == "bm25" or models == [DEFAULT_DENSE]:
         return spec.name
-    return f"{spec.name}[{model_name(model)}]"
+    return f"{spec.name}[{'+'.join(model_name(m) for m in models)}]"
 
 
 def settings_spec(settings: Settings) -> str:

@@ -16,7 +16,7 @@ from cli.main import main
 from indexes import build_index
 from indexes.dense import build_dense
 from tests.conftest import TINY_PASSAGES
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import RetrievalSettings, Settings, load_settings
 from typed_rag.encoder import encode
 from typed_rag.errors import UserError
 from typed_rag.retrieval import open_retriever
@@ -129,7 +129,7 @@ def test_hybrid_keeps_passages_only_one_retriever_found(built: Settings) -> None
     fused = hybrid.search([query], 5)[0]
     ids = [p.id for p in fused]
     assert "p3" in ids and AUTUMN in ids
-    dense_ids = [p.id for p in hybrid.dense.search([query], 16)[0]]
+    dense_ids = [p.id for p in hybrid.dense[0].search([query], 16)[0]]
     expected = reciprocal_rank_fusion([bm25_ids, dense_ids], 60)[:5]
     assert [(p.id, p.score) for p in fused] == expected
 
@@ -255,6 +255,41 @@ def test_each_encoder_builds_its_own_folder_and_leaves_the_others(
     assert read_manifest(second)["model"] == str(other_model)
     assert served_kind(other) == "hybrid"
     assert len(DenseIndex.from_settings(fresh)) == len(DenseIndex.from_settings(other)) == 16
+
+
+def test_fuse_models_serve_hybrid_only_when_every_index_is_complete(
+    fresh: Settings, minilm_path: Path, tmp_path: Path
+) -> None:
+    from eval.retrieval.spec import Spec, row_name
+    from typed_rag.retrieval.fusion import HybridRetriever
+    from typed_rag.retrieval.loader import dense_missing, open_retriever, served_kind
+
+    other_model = tmp_path / "minilm-copy"
+    other_model.symlink_to(minilm_path, target_is_directory=True)
+    build_dense(fresh, show_progress=False)
+    r = fresh.retrieval.model_copy(update={"fuse_models": [str(other_model)], "kind": "auto"})
+    fused = fresh.model_copy(update={"retrieval": r})
+    assert served_kind(fused) == "bm25"  # the second encoder has no index yet
+    assert "dense-minilm-copy" in str(dense_missing(fused))
+    second = fresh.model_copy(
+        update={"retrieval": fresh.retrieval.model_copy(update={"dense_model": str(other_model)})}
+    )
+    build_dense(second, show_progress=False)
+    assert served_kind(fused) == "hybrid"
+    retriever = open_retriever(fused)
+    try:
+        assert isinstance(retriever, HybridRetriever) and len(retriever.dense) == 2
+        assert [d.manifest["model"] for d in retriever.dense] == [
+            fresh.retrieval.dense_model,
+            str(other_model),
+        ]
+        hits = retriever.search(["the first passage"], 5)[0]
+        assert len(hits) == 5
+    finally:
+        retriever.close()
+    assert row_name(Spec.parse("hybrid"), fused).endswith("+minilm-copy]")
+    assert RetrievalSettings(fuse_models="a, b").fuse_models == ["a", "b"]  # --set a,b
+    assert row_name(Spec.parse("dense"), fused) == row_name(Spec.parse("dense"), fresh)
 
 
 def test_an_index_from_other_weights_or_another_store_is_refused(fresh: Settings) -> None:

@@ -82,3 +82,16 @@ def test_hybrid_takes_k_candidates_when_k_exceeds_depth_and_cuts_to_k() -> None:
         hybrid.search("one string", 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="depth"):
         HybridRetriever(bm25, dense, depth=0)
+
+
+def test_hybrid_fuses_every_dense_retriever_with_bm25() -> None:
+    bm25 = StubRetriever(["lex", "all"])
+    first = StubRetriever(["e5", "all"])
+    second = StubRetriever(["all", "minilm"])
+    hybrid = HybridRetriever(bm25, [first, second], rrf_k=60, depth=3)
+    out = hybrid.search(["q"], 4)[0]
+    # all: 1/62 + 1/62 + 1/61; lex, e5 and minilm one term each, ties by best rank, then id.
+    assert [p.id for p in out] == ["all", "e5", "lex", "minilm"]
+    assert out[0].score == pytest.approx(2 / 62 + 1 / 61)
+    assert out[0].title == "Tall"
+    assert bm25.asked == first.asked == second.asked == [4]  # max(depth, k)

@@ -47,19 +47,24 @@ def reciprocal_rank_fusion(
 
 
 class HybridRetriever:
-    """BM25 and dense retrieval fused by RRF; ``Passage.score`` is the fused score.
+    """BM25 and one or more dense retrievers fused by RRF; ``Passage.score`` is the fused
+    score.
 
     Each retriever returns ``max(depth, k)`` candidates per query; the fused list is cut
     to ``k``. A passage found by only one retriever still competes (with one term).
     """
 
     def __init__(
-        self, bm25: Retriever, dense: Retriever, rrf_k: int = RRF_K, depth: int = FUSION_DEPTH
+        self,
+        bm25: Retriever,
+        dense: Retriever | Sequence[Retriever],
+        rrf_k: int = RRF_K,
+        depth: int = FUSION_DEPTH,
     ) -> None:
         if depth <= 0:
             raise ValueError(f"fusion depth must be positive, got {depth}")
         self.bm25 = bm25
-        self.dense = dense
+        self.dense: list[Retriever] = list(dense) if isinstance(dense, Sequence) else [dense]
         self.rrf_k = rrf_k
         self.depth = depth
         self.folder: Path | None = getattr(bm25, "folder", None)
@@ -71,13 +76,14 @@ class HybridRetriever:
         if k <= 0 or not queries:
             return [[] for _ in queries]
         depth = max(self.depth, k)
-        lexical = self.bm25.search(queries, depth)
-        semantic = self.dense.search(queries, depth)
+        per_retriever = [self.bm25.search(queries, depth)]
+        per_retriever += [d.search(queries, depth) for d in self.dense]
         out: list[list[Passage]] = []
-        for a, b in zip(lexical, semantic, strict=True):
-            by_id = {p.id: p for p in b}
-            by_id.update({p.id: p for p in a})
-            fused = reciprocal_rank_fusion([[p.id for p in a], [p.id for p in b]], self.rrf_k)
+        for lists in zip(*per_retriever, strict=True):
+            by_id: dict[str, Passage] = {}
+            for hits in reversed(lists):  # BM25's copy of a passage wins
+                by_id.update({p.id: p for p in hits})
+            fused = reciprocal_rank_fusion([[p.id for p in hits] for hits in lists], self.rrf_k)
             out.append(
                 [  # a copy keeps a collection passage's source, page and section
                     replace(by_id[pid], score=score, rerank_score=None) for pid, score in fused[:k]
@@ -86,7 +92,7 @@ class HybridRetriever:
         return out
 
     def close(self) -> None:
-        for part in (self.bm25, self.dense):
+        for part in (self.bm25, *self.dense):
             close = getattr(part, "close", None)
             if close is not None:
                 close()

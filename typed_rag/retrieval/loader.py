@@ -1,9 +1,10 @@
 """``open_retriever``: the retriever that ``retrieval.kind`` names, opened from the index folder.
 
 ``bm25`` is the BM25 index itself; ``dense`` the exact dense index in ``<index_dir>/dense``;
-``hybrid`` both, fused by reciprocal rank fusion; ``auto`` hybrid where the folder holds a
-finished dense index of ``retrieval.dense_model`` and BM25 otherwise, so one setting serves
-every collection. :func:`~typed_rag.retrieval.reranked.with_reranking` wraps any of them so
+``hybrid`` BM25 and the dense index of ``retrieval.dense_model`` (and of each of
+``retrieval.fuse_models``), fused by reciprocal rank fusion; ``auto`` hybrid where the folder
+holds all of those dense indexes finished and BM25 otherwise, so one setting serves every
+collection. :func:`~typed_rag.retrieval.reranked.with_reranking` wraps any of them so
 every query is reranked (``retrieval.rerank_depth`` > 0).
 """
 
@@ -23,22 +24,31 @@ log = logging.getLogger(__name__)
 Served = Literal["bm25", "dense", "hybrid"]
 
 
+def dense_models(settings: Settings) -> list[str]:
+    """The dense encoders hybrid search fuses: ``dense_model``, then ``fuse_models``."""
+    r = settings.retrieval
+    return [r.dense_model] + [m for m in r.fuse_models if m != r.dense_model]
+
+
+def with_dense_model(settings: Settings, model: str) -> Settings:
+    """``settings`` with ``retrieval.dense_model`` set to ``model``."""
+    retrieval = settings.retrieval.model_copy(update={"dense_model": model})
+    return settings.model_copy(update={"retrieval": retrieval})
+
+
 def dense_missing(settings: Settings, folder: str | Path | None = None) -> str | None:
-    """Why ``folder`` has no finished dense index of ``retrieval.dense_model`` (None: it has
-    one), from its manifest alone: no model is loaded to decide."""
-    dense = dense_folder(
-        Path(folder) if folder is not None else settings.index_dir, settings.retrieval.dense_model
-    )
-    manifest = mf.read_manifest(dense)
-    if manifest is None:
-        return f"no dense index in {dense}"
-    if not manifest.get("complete"):
-        return f"the dense index in {dense} is unfinished"
-    if manifest.get("model") != settings.retrieval.dense_model:
-        return (
-            f"the dense index in {dense} is of {manifest.get('model')!r}, not of "
-            f"retrieval.dense_model {settings.retrieval.dense_model!r}"
-        )
+    """Why ``folder`` lacks a finished dense index of an encoder hybrid search fuses (None:
+    it has them all), from the manifests alone: no model is loaded to decide."""
+    index_dir = Path(folder) if folder is not None else settings.index_dir
+    for model in dense_models(settings):
+        dense = dense_folder(index_dir, model)
+        manifest = mf.read_manifest(dense)
+        if manifest is None:
+            return f"no dense index in {dense}"
+        if not manifest.get("complete"):
+            return f"the dense index in {dense} is unfinished"
+        if manifest.get("model") != model:
+            return f"the dense index in {dense} is of {manifest.get('model')!r}, not of {model!r}"
     return None
 
 
@@ -66,4 +76,8 @@ def open_retriever(
         if settings.retrieval.kind == "auto":
             log.info("retrieval.kind=auto: BM25 alone (%s)", dense_missing(settings, folder))
         return bm25
-    return HybridRetriever(bm25, DenseIndex.from_settings(settings, folder))
+    dense = [
+        DenseIndex.from_settings(with_dense_model(settings, m), folder)
+        for m in dense_models(settings)
+    ]
+    return HybridRetriever(bm25, dense)
