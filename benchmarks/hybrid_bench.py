@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bm25 = BM25Index.from_settings(settings, index_dir)
     bm25.warmup()
     dense = DenseIndex.from_settings(settings, index_dir)
-    hybrid = HybridRetriever(bm25, dense)
+    hybrid = HybridRetriever(bm25, [dense])
     retrievers = {"bm25": bm25, "dense": dense, "hybrid": hybrid}
     kmax = max(KS)
     finder = HitFinder()

@@ -59,8 +59,7 @@ def pick_questions(n: int) -> list[tuple[str, str]]:
 
 
 def engine_settings(base: Settings, backend: str, slots: int = 1) -> Settings:
-    engine = base.engine.model_copy(update={"backend": backend, "server_slots": slots})
-    return base.model_copy(update={"engine": engine})
+    return base.with_section("engine", backend=backend, server_slots=slots)
 
 
 async def bench_engine(engine: Engine, requests: int, max_tokens: int) -> dict[str, Any]:

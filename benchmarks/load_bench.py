@@ -256,9 +256,7 @@ def child(args: argparse.Namespace) -> int:
     from typed_rag.system import TypedRAG
 
     settings = load_settings(args.config, **parse_overrides(args.set))
-    settings = settings.model_copy(
-        update={"server": settings.server.model_copy(update={"ui": False, "port": args.port})}
-    )
+    settings = settings.with_section("server", ui=False, port=args.port)
     rag = None
     if args.fake_delay:
         rag = TypedRAG.from_settings(settings)

@@ -21,7 +21,7 @@ from eval.data.wikinfqa import WikiNFQA, load_wikinfqa
 from eval.runs.manifest import scorer_name
 from eval.runs.runner import RUN_LABELS
 from typed_rag import classifier as type_classifier
-from typed_rag.config import EngineSettings, Settings, load_settings
+from typed_rag.config import Settings, load_settings
 from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,11 @@ def scorer_settings_for(settings: Settings, args: argparse.Namespace) -> Setting
     if not update:
         return base
     try:
-        engine = EngineSettings.model_validate({**base.engine.model_dump(), **update})
+        return base.with_section("engine", **update)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(x) for x in first["loc"])
         raise UserError(f"invalid scorer setting {field}: {first['msg']}") from None
-    return base.model_copy(update={"engine": engine})
 
 
 def warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> None:

@@ -205,9 +205,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.ray_workers is not None and not args.ray:
         raise UserError("--ray-workers needs --ray ADDRESS (e.g. --ray local)")
     if args.paper_off_by_one:
-        settings = settings.model_copy(
-            update={"eval": settings.eval.model_copy(update={"paper_off_by_one": True})}
-        )
+        settings = settings.with_section("eval", paper_off_by_one=True)
     methods = parse_methods(args.methods)
     subsets = parse_subsets(args.subsets) if args.data is None else []
     scorer = scorer_settings_for(settings, args)

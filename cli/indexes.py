@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also encode every passage with retrieval.dense_model for dense and hybrid "
         "retrieval (into <index>/dense). An existing BM25 index is used as it is unless "
-        "--corpus is given; an interrupted encode resumes where it stopped",
+        "--corpus is given; an interrupted encode resumes where it stopped. With --docs: "
+        "every encoder hybrid search uses (retrieval.dense_model and retrieval.fuse_models)",
     )
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     add_build_options(build)
@@ -288,8 +289,7 @@ def _retrieve(args: argparse.Namespace, settings: Settings) -> int:
         raise UserError("give --collection or --index, not both")
     settings = collection_settings(settings, args.collection)
     if args.kind:
-        retrieval = settings.retrieval.model_copy(update={"kind": args.kind})
-        settings = settings.model_copy(update={"retrieval": retrieval})
+        settings = settings.with_section("retrieval", kind=args.kind)
     k = settings.retrieval.top_k if args.k is None else args.k
     if k <= 0:
         raise UserError(f"-k must be a positive number, got {k}")

@@ -60,10 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _with_server(settings: Settings, **changes: object) -> Settings:
     changes = {k: v for k, v in changes.items() if v is not None}
-    if not changes:
-        return settings
-    server = settings.server.model_copy(update=changes)
-    return settings.model_copy(update={"server": server})
+    return settings.with_section("server", **changes) if changes else settings
 
 
 def run_serve(args: argparse.Namespace, settings: Settings) -> int:

@@ -32,6 +32,21 @@ def test_config_file_and_override_precedence(tmp_path) -> None:
     assert (s.mode, s.engine.backend, s.engine.n_ctx) == ("rag", "fake", 2048)
 
 
+def test_with_section_validates_and_leaves_the_original_alone() -> None:
+    from pydantic import ValidationError
+
+    from typed_rag.config import load_settings
+
+    s = load_settings(**{"retrieval.top_k": "7"})
+    hybrid = s.with_section("retrieval", kind="hybrid", fuse_models="a, b")
+    assert (hybrid.retrieval.kind, hybrid.retrieval.fuse_models) == ("hybrid", ["a", "b"])
+    assert hybrid.retrieval.top_k == 7 and s.retrieval.kind != "hybrid"
+    with pytest.raises(ValidationError):
+        s.with_section("retrieval", kind="nope")
+    with pytest.raises(ValueError, match="retrieval has no setting kindd"):
+        s.with_section("retrieval", kindd="hybrid")
+
+
 def test_set_is_accepted_after_the_subcommand(capsys) -> None:
     """``typed-rag serve --set k=v`` as well as ``typed-rag --set k=v serve``."""
     assert main(["retrieve", "x", "--set", "engine.backend=nope"]) == 2

@@ -117,6 +117,17 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
+    def with_section(self, section: str, **fields: Any) -> Settings:
+        """A copy with some fields of one section replaced (e.g. ``("retrieval",
+        dense_model=m)``): the one way stages derive a variant of the settings. The new
+        values are validated and an unknown name is an error (``model_copy`` checks neither)."""
+        current = getattr(self, section)
+        unknown = sorted(set(fields) - set(type(current).model_fields))
+        if unknown:
+            raise ValueError(f"{section} has no setting {', '.join(unknown)}")
+        updated = type(current).model_validate({**current.model_dump(), **fields})
+        return self.model_copy(update={section: updated})
+
     # Derived locations, so every stage agrees on where artefacts live.
     @property
     def index_dir(self) -> Path:

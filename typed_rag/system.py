@@ -110,8 +110,7 @@ class TypedRAG:
     def with_method_profile(self, profile: str) -> TypedRAG:
         """The same components answering with another ``method.profile`` (an evaluation
         compares method variants on one engine, index and classifier)."""
-        method = self.settings.method.model_copy(update={"profile": profile})
-        settings = self.settings.model_copy(update={"method": method})
+        settings = self.settings.with_section("method", profile=profile)
         return TypedRAG(settings, self.engine, self.retriever, self.reranker, self.classifier)
 
     async def start(self) -> None:

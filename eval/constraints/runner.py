@@ -73,9 +73,7 @@ def arm_settings(settings: Settings, arm: str) -> Settings:
     update = (
         {"mode": "cue", "outline": True} if arm == "outline" else {"mode": arm, "outline": False}
     )
-    return settings.model_copy(
-        update={"constraints": settings.constraints.model_copy(update=update)}
-    )
+    return settings.with_section("constraints", **update)
 
 
 def arm_question_key(record: Mapping[str, Any]) -> str:

@@ -42,8 +42,7 @@ def dtype_check(
     batch = BATCH_SIZE
     models = {}
     for dt in ("bfloat16", "float32"):
-        retrieval = settings.retrieval.model_copy(update={"dense_dtype": dt})
-        models[dt], _ = load_dense_encoder(settings.model_copy(update={"retrieval": retrieval}))
+        models[dt], _ = load_dense_encoder(settings.with_section("retrieval", dense_dtype=dt))
         encode(models[dt], texts[:batch], batch)  # warm-up: first-call allocation and kernels
     speeds: dict[str, list[float]] = {dt: [] for dt in models}
     emb: dict[str, tuple[Any, Any]] = {}

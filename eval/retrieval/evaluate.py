@@ -45,7 +45,7 @@ from typed_rag.retrieval.base import rerank_batch_size
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex
 from typed_rag.retrieval.fusion import HybridRetriever
-from typed_rag.retrieval.loader import dense_models, with_dense_model
+from typed_rag.retrieval.loader import dense_models
 from typed_rag.retrieval.rescore import RescoredRetriever
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ class Builder:
         folder, opened once."""
         model = model or self.settings.retrieval.dense_model
         if model not in self._dense:
-            self._dense[model] = DenseIndex.from_settings(with_dense_model(self.settings, model))
+            self._dense[model] = DenseIndex.from_settings(
+                self.settings.with_section("retrieval", dense_model=model)
+            )
         return self._dense[model]
 
     def reranker(self, model: str) -> Reranker:

@@ -8,8 +8,9 @@ before is not parsed; their passages are copied from the previous passage store.
 changed files are parsed (:mod:`~indexes.documents.parse`) and chunked
 (:mod:`~indexes.documents.chunk`) by worker processes (:mod:`~indexes.documents.reading`);
 files no longer found are left out. The BM25 index is then built over all passages by the
-same builder as the Wikipedia index (:func:`indexes.build.build_into`), and the dense
-index when ``retrieval.kind`` needs one.
+same builder as the Wikipedia index (:func:`indexes.build.build_into`), and a dense
+index for each encoder search uses when ``--dense`` or ``retrieval.kind`` asks for them
+(under ``auto``: each the collection already had).
 
 The new version is written to ``.NAME.<time>`` beside the collection and ``NAME`` (a
 symbolic link) is switched to it in one rename, so readers see the old collection or the
@@ -48,6 +49,7 @@ from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER
 from typed_rag.retrieval.collections import COLLECTION_KEY, WIKI, check_name, collection_dir
 from typed_rag.retrieval.dense import dense_folder
+from typed_rag.retrieval.loader import dense_models
 from typed_rag.retrieval.passage_meta import PassageMeta, PassageMetaWriter
 from typed_rag.retrieval.store import PassageStore
 
@@ -266,30 +268,41 @@ def build_collection(
             found = discover(roots, SUPPORTED, max_bytes)
             report = DocumentsReport(name=name, folder=folder, unsupported=dict(found.unsupported))
             report.skipped = [SkippedRecord(s.path, s.reason) for s in found.skipped]
-            has_dense = (
-                mf.read_manifest(dense_folder(folder, settings.retrieval.dense_model)) is not None
-            )
-            kind = settings.retrieval.kind  # auto keeps a dense index current where there is one
-            want_dense = (
-                (has_dense if kind == "auto" else kind != "bm25") if dense is None else dense
-            )
+            encoders = _dense_to_build(settings, folder, dense)
             same_params = (mf.read_manifest(folder) or {}).get("params") == bm25_params(settings)
             if (
                 old_store is not None
                 and same_params
-                and (has_dense or not want_dense)
+                and all(_has_dense(folder, m) for m in encoders)
                 and _unchanged(found.files, old, report.skipped)
             ):
                 return _up_to_date(report, old, t0)
             report = _write_version(
                 settings, folder, roots, found.files, old, old_store, report,
-                want_dense=want_dense, show_progress=show_progress, workers=workers,
+                encoders=encoders, show_progress=show_progress, workers=workers,
             )  # fmt: skip
         finally:
             if old_store is not None:
                 old_store.close()
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _has_dense(folder: Path, model: str) -> bool:
+    return mf.read_manifest(dense_folder(folder, model)) is not None
+
+
+def _dense_to_build(settings: Settings, folder: Path, dense: bool | None) -> list[str]:
+    """The encoders whose dense index a new version of the collection gets: those search
+    uses (``dense_model``, and for hybrid ``fuse_models``), all of them when asked
+    (``dense``) or the kind needs them; under ``auto`` those the collection already has."""
+    kind = settings.retrieval.kind
+    models = [settings.retrieval.dense_model] if kind == "dense" else dense_models(settings)
+    if dense is not None:
+        return models if dense else []
+    if kind == "auto":
+        return [m for m in models if _has_dense(folder, m)]
+    return [] if kind == "bm25" else models
 
 
 def _up_to_date(report: DocumentsReport, old: CollectionState, t0: float) -> DocumentsReport:
@@ -311,7 +324,7 @@ def _write_version(
     old_store: PassageStore | None,
     report: DocumentsReport,
     *,
-    want_dense: bool,
+    encoders: list[str],
     show_progress: bool,
     workers: int | None,
 ) -> DocumentsReport:
@@ -352,11 +365,13 @@ def _write_version(
         }
         manifest = index_manifest(built, params, analyzer, **{COLLECTION_KEY: state.section(extra)})
         mf.write_manifest(version, manifest)
-        if want_dense:
+        if encoders:
             from indexes.dense import build_dense
 
             t1 = time.perf_counter()
-            build_dense(settings, version, show_progress=show_progress)
+            for model in encoders:
+                encoder = settings.with_section("retrieval", dense_model=model)
+                build_dense(encoder, version, show_progress=show_progress)
             report.dense_s = time.perf_counter() - t1
         switch_to(version, folder)
     except BaseException:

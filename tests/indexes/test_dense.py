@@ -97,7 +97,7 @@ def test_manifest_and_embeddings_on_disk(built: Settings) -> None:
 
 def test_dense_finds_a_paraphrase_that_bm25_misses(built: Settings) -> None:
     bm25 = open_retriever(built)
-    dense = open_retriever(built.model_copy(update={"retrieval": _kind(built, "dense")}))
+    dense = open_retriever(built.with_section("retrieval", kind="dense"))
     assert isinstance(dense, DenseIndex)
     lexical = [p.id for p in bm25.search([PARAPHRASE], 16)[0]]
     assert AUTUMN not in lexical  # no shared word: BM25 cannot score it
@@ -121,7 +121,7 @@ def test_scores_are_cosines_of_the_model_embeddings(built: Settings) -> None:
 
 
 def test_hybrid_keeps_passages_only_one_retriever_found(built: Settings) -> None:
-    hybrid = open_retriever(built.model_copy(update={"retrieval": _kind(built, "hybrid")}))
+    hybrid = open_retriever(built.with_section("retrieval", kind="hybrid"))
     assert isinstance(hybrid, HybridRetriever)
     query = PARAPHRASE + " python"  # lexical hit: p3 (Python); semantic hit: p1
     bm25_ids = [p.id for p in hybrid.bm25.search([query], 16)[0]]
@@ -184,7 +184,7 @@ def test_if_missing_keeps_a_complete_index_and_changes_rebuild(fresh: Settings) 
 
 def test_missing_dense_index_is_a_user_error_naming_folder_and_command(fresh: Settings) -> None:
     for kind in ("dense", "hybrid"):
-        s = fresh.model_copy(update={"retrieval": _kind(fresh, kind)})
+        s = fresh.with_section("retrieval", kind=kind)
         with pytest.raises(UserError) as exc:
             open_retriever(s)
         msg = str(exc.value)
@@ -198,7 +198,7 @@ def test_auto_serves_hybrid_only_over_a_finished_index_of_the_configured_model(
     from eval.retrieval.spec import settings_spec
     from typed_rag.retrieval.loader import dense_missing, served_kind
 
-    auto = fresh.model_copy(update={"retrieval": _kind(fresh, "auto")})
+    auto = fresh.with_section("retrieval", kind="auto")
     assert isinstance(open_retriever(auto), BM25Index)
     assert str(dense_folder(fresh.index_dir)) in (dense_missing(auto) or "")
     build_dense(fresh, show_progress=False)
@@ -222,8 +222,7 @@ def test_each_encoder_builds_its_own_folder_and_leaves_the_others(
 
     other_model = tmp_path / "minilm-copy"
     other_model.symlink_to(minilm_path, target_is_directory=True)
-    r = fresh.retrieval.model_copy(update={"dense_model": str(other_model), "kind": "auto"})
-    other = fresh.model_copy(update={"retrieval": r})
+    other = fresh.with_section("retrieval", dense_model=str(other_model), kind="auto")
     build_dense(fresh, show_progress=False)
     first = dense_folder(fresh.index_dir)
     before = (first / "manifest.json").read_bytes()
@@ -267,13 +266,10 @@ def test_fuse_models_serve_hybrid_only_when_every_index_is_complete(
     other_model = tmp_path / "minilm-copy"
     other_model.symlink_to(minilm_path, target_is_directory=True)
     build_dense(fresh, show_progress=False)
-    r = fresh.retrieval.model_copy(update={"fuse_models": [str(other_model)], "kind": "auto"})
-    fused = fresh.model_copy(update={"retrieval": r})
+    fused = fresh.with_section("retrieval", fuse_models=[str(other_model)], kind="auto")
     assert served_kind(fused) == "bm25"  # the second encoder has no index yet
     assert "dense-minilm-copy" in str(dense_missing(fused))
-    second = fresh.model_copy(
-        update={"retrieval": fresh.retrieval.model_copy(update={"dense_model": str(other_model)})}
-    )
+    second = fresh.with_section("retrieval", dense_model=str(other_model))
     build_dense(second, show_progress=False)
     assert served_kind(fused) == "hybrid"
     retriever = open_retriever(fused)
@@ -290,6 +286,49 @@ def test_fuse_models_serve_hybrid_only_when_every_index_is_complete(
     assert row_name(Spec.parse("hybrid"), fused).endswith("+minilm-copy]")
     assert RetrievalSettings(fuse_models="a, b").fuse_models == ["a", "b"]  # --set a,b
     assert row_name(Spec.parse("dense"), fused) == row_name(Spec.parse("dense"), fresh)
+
+
+def test_a_collection_keeps_every_fused_encoders_index_current(
+    fresh: Settings, minilm_path: Path, tmp_path: Path
+) -> None:
+    """`--dense` over own documents encodes for each encoder hybrid search fuses, and a
+    later update under `auto` re-encodes each of them, so hybrid keeps answering."""
+    from indexes.documents import build_collection
+    from typed_rag.retrieval.collections import collection_dir, list_collections
+
+    other_model = tmp_path / "minilm-copy"
+    other_model.symlink_to(minilm_path, target_is_directory=True)
+    fused = fresh.with_section("retrieval", fuse_models=[str(other_model)], kind="auto")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "autumn.txt").write_text("Leaves change colour in autumn as chlorophyll fades.\n")
+    (docs / "tides.md").write_text("# Tides\n\nThe moon's gravity pulls the oceans.\n")
+
+    def dense_counts() -> list[tuple[str, int, bool]]:
+        info = next(c for c in list_collections(fused) if c.name == "notes")
+        assert info.search == "hybrid"
+        return sorted((d["model"], d["done"], d["complete"]) for d in info.dense)
+
+    build_collection(fused, "notes", [docs], dense=True, show_progress=False)
+    two = dense_counts()
+    assert [m for m, _, _ in two] == sorted([model_name(str(minilm_path)), "minilm-copy"])
+    assert all(complete and done == two[0][1] for _, done, complete in two)
+
+    (docs / "bread.txt").write_text("Yeast makes dough rise by releasing carbon dioxide.\n")
+    report = build_collection(fused, "notes", show_progress=False)  # auto: keep both
+    assert not report.up_to_date and report.dense_s > 0
+    three = dense_counts()
+    assert all(complete and done == two[0][1] + 1 for _, done, complete in three)
+    assert build_collection(fused, "notes", show_progress=False).up_to_date
+    retriever = open_retriever(
+        fused.with_section("retrieval", index_dir=collection_dir(fused, "notes"))
+    )
+    try:
+        assert isinstance(retriever, HybridRetriever) and len(retriever.dense) == 2
+        top = retriever.search(["why does bread puff up in the oven"], 1)[0][0]
+        assert "Yeast" in top.text
+    finally:
+        retriever.close()
 
 
 def test_an_index_from_other_weights_or_another_store_is_refused(fresh: Settings) -> None:
@@ -352,10 +391,6 @@ def test_top_k_matches_brute_force_across_blocks(n_queries: int, fast: bool) -> 
     assert top_k_inner_product(matrix, queries[:0], 5)[0].shape == (0, 0)
 
 
-def _kind(s: Settings, kind: str):  # noqa: ANN202
-    return s.retrieval.model_copy(update={"kind": kind})
-
-
 def test_dtype_check_times_both_dtypes_and_compares_their_rankings(built: Settings) -> None:
     """The benchmark's bfloat16-vs-float32 check on a built index: alternating rounds, a
     median speed per dtype, and rankings that agree (the tiny corpus has 16 passages)."""
@@ -379,9 +414,7 @@ def test_auto_keeps_a_built_index_in_its_dtype_without_probing(
     `auto` would now choose float32 (a new version of the rule, or another machine)."""
     import typed_rag.retrieval.dense_dtype as dd
 
-    pinned = fresh.model_copy(
-        update={"retrieval": fresh.retrieval.model_copy(update={"dense_dtype": "bfloat16"})}
-    )
+    pinned = fresh.with_section("retrieval", dense_dtype="bfloat16")
     build_dense(pinned, show_progress=False)
 
     def no_probe(settings: Settings) -> str:

@@ -57,7 +57,7 @@ class StubRetriever:
 def test_hybrid_fuses_and_keeps_documents_found_by_one_retriever() -> None:
     bm25 = StubRetriever(["lex1", "both", "lex2"])
     dense = StubRetriever(["sem1", "both"])
-    hybrid = HybridRetriever(bm25, dense, rrf_k=60, depth=10)
+    hybrid = HybridRetriever(bm25, [dense], rrf_k=60, depth=10)
     out = hybrid.search(["q1", "q2"], 4)
     assert len(out) == 2
     ids = [p.id for p in out[0]]
@@ -71,7 +71,7 @@ def test_hybrid_fuses_and_keeps_documents_found_by_one_retriever() -> None:
 def test_hybrid_takes_k_candidates_when_k_exceeds_depth_and_cuts_to_k() -> None:
     bm25 = StubRetriever([f"b{i}" for i in range(8)])
     dense = StubRetriever([f"d{i}" for i in range(8)])
-    hybrid = HybridRetriever(bm25, dense, rrf_k=60, depth=2)
+    hybrid = HybridRetriever(bm25, [dense], rrf_k=60, depth=2)
     out = hybrid.search(["q"], 5)[0]
     assert bm25.asked == [5] and dense.asked == [5]
     assert len(out) == 5
@@ -81,7 +81,7 @@ def test_hybrid_takes_k_candidates_when_k_exceeds_depth_and_cuts_to_k() -> None:
     with pytest.raises(TypeError):
         hybrid.search("one string", 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="depth"):
-        HybridRetriever(bm25, dense, depth=0)
+        HybridRetriever(bm25, [dense], depth=0)
 
 
 def test_hybrid_fuses_every_dense_retriever_with_bm25() -> None:

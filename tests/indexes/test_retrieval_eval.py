@@ -182,9 +182,7 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     assert (h.base, h.model, h.depth, h.floor) == ("hybrid", "minilm", 20, 0.3)
     assert Spec.parse("dense").base == "dense"
     # rows of another dense encoder are named for it, so they never replace MiniLM's
-    e5 = settings.model_copy(
-        update={"retrieval": settings.retrieval.model_copy(update={"dense_model": "x/e5-small"})}
-    )
+    e5 = settings.with_section("retrieval", dense_model="x/e5-small")
     assert row_name(h, settings) == h.name and row_name(s, e5) == s.name
     assert row_name(h, e5) == "hybrid+minilm-rrf@20>0.3[e5-small]"
     bad_specs = (

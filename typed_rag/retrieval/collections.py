@@ -142,9 +142,7 @@ def collection_settings(settings: Settings, name: str | None) -> Settings:
     """``settings`` whose retrieval reads collection ``name`` (None or ``wiki``: unchanged)."""
     if name is None or name == WIKI:
         return settings
-    folder = require_collection(settings, name)
-    retrieval = settings.retrieval.model_copy(update={"index_dir": folder})
-    return settings.model_copy(update={"retrieval": retrieval})
+    return settings.with_section("retrieval", index_dir=require_collection(settings, name))
 
 
 def open_collection(settings: Settings, name: str | None) -> Retriever:

@@ -67,7 +67,7 @@ def with_index_dtype(settings: Settings, manifest: dict[str, Any] | None) -> Set
     built = (manifest or {}).get("compute_dtype")
     if r.dense_dtype != "auto" or built not in DTYPES:
         return settings
-    return settings.model_copy(update={"retrieval": r.model_copy(update={"dense_dtype": built})})
+    return settings.with_section("retrieval", dense_dtype=built)
 
 
 def faster_cpu_dtype(settings: Settings) -> str:

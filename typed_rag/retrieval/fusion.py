@@ -57,14 +57,14 @@ class HybridRetriever:
     def __init__(
         self,
         bm25: Retriever,
-        dense: Retriever | Sequence[Retriever],
+        dense: Sequence[Retriever],
         rrf_k: int = RRF_K,
         depth: int = FUSION_DEPTH,
     ) -> None:
         if depth <= 0:
             raise ValueError(f"fusion depth must be positive, got {depth}")
         self.bm25 = bm25
-        self.dense: list[Retriever] = list(dense) if isinstance(dense, Sequence) else [dense]
+        self.dense = list(dense)
         self.rrf_k = rrf_k
         self.depth = depth
         self.folder: Path | None = getattr(bm25, "folder", None)

@@ -30,12 +30,6 @@ def dense_models(settings: Settings) -> list[str]:
     return [r.dense_model] + [m for m in r.fuse_models if m != r.dense_model]
 
 
-def with_dense_model(settings: Settings, model: str) -> Settings:
-    """``settings`` with ``retrieval.dense_model`` set to ``model``."""
-    retrieval = settings.retrieval.model_copy(update={"dense_model": model})
-    return settings.model_copy(update={"retrieval": retrieval})
-
-
 def dense_missing(settings: Settings, folder: str | Path | None = None) -> str | None:
     """Why ``folder`` lacks a finished dense index of an encoder hybrid search fuses (None:
     it has them all), from the manifests alone: no model is loaded to decide."""
@@ -77,7 +71,7 @@ def open_retriever(
             log.info("retrieval.kind=auto: BM25 alone (%s)", dense_missing(settings, folder))
         return bm25
     dense = [
-        DenseIndex.from_settings(with_dense_model(settings, m), folder)
+        DenseIndex.from_settings(settings.with_section("retrieval", dense_model=m), folder)
         for m in dense_models(settings)
     ]
     return HybridRetriever(bm25, dense)
