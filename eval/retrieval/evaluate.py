@@ -89,7 +89,7 @@ class Builder:
             first = self.dense()
         elif spec.base == "hybrid":
             first = HybridRetriever(
-                self.index, [self.dense(m) for m in dense_models(self.settings)]
+                self.index, [self.dense(m) for m in dense_models(self.settings, spec.base)]
             )
         if spec.title or spec.article:
             first = RescoredRetriever(first, self.index, spec.title, spec.article)

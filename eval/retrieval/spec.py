@@ -75,7 +75,7 @@ def row_name(spec: Spec, settings: Settings) -> str:
     """A summary row's name: the spec, plus the dense encoders where they are not the
     default, so a ``hybrid`` row of e5 does not replace MiniLM's
     (``hybrid[multilingual-e5-small]``, ``hybrid[multilingual-e5-small+all-MiniLM-L6-v2]``)."""
-    models = dense_models(settings) if spec.base == "hybrid" else [settings.retrieval.dense_model]
+    models = dense_models(settings, spec.base)
     if spec.base == "bm25" or models == [DEFAULT_DENSE]:
         return spec.name
     return f"{spec.name}[{'+'.join(model_name(m) for m in models)}]"

@@ -297,7 +297,7 @@ def _dense_to_build(settings: Settings, folder: Path, dense: bool | None) -> lis
     uses (``dense_model``, and for hybrid ``fuse_models``), all of them when asked
     (``dense``) or the kind needs them; under ``auto`` those the collection already has."""
     kind = settings.retrieval.kind
-    models = [settings.retrieval.dense_model] if kind == "dense" else dense_models(settings)
+    models = dense_models(settings)
     if dense is not None:
         return models if dense else []
     if kind == "auto":

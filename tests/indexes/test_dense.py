@@ -261,7 +261,7 @@ def test_fuse_models_serve_hybrid_only_when_every_index_is_complete(
 ) -> None:
     from eval.retrieval.spec import Spec, row_name
     from typed_rag.retrieval.fusion import HybridRetriever
-    from typed_rag.retrieval.loader import dense_missing, open_retriever, served_kind
+    from typed_rag.retrieval.loader import dense_missing, dense_models, open_retriever, served_kind
 
     other_model = tmp_path / "minilm-copy"
     other_model.symlink_to(minilm_path, target_is_directory=True)
@@ -286,6 +286,10 @@ def test_fuse_models_serve_hybrid_only_when_every_index_is_complete(
     assert row_name(Spec.parse("hybrid"), fused).endswith("+minilm-copy]")
     assert RetrievalSettings(fuse_models="a, b").fuse_models == ["a", "b"]  # --set a,b
     assert row_name(Spec.parse("dense"), fused) == row_name(Spec.parse("dense"), fresh)
+    # dense search uses dense_model alone; every other kind fuses fuse_models too
+    both = [fresh.retrieval.dense_model, str(other_model)]
+    assert dense_models(fused.with_section("retrieval", kind="dense")) == both[:1]
+    assert dense_models(fused, "dense") == both[:1] and dense_models(fused) == both
 
 
 def test_a_collection_keeps_every_fused_encoders_index_current(

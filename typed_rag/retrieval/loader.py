@@ -24,9 +24,13 @@ log = logging.getLogger(__name__)
 Served = Literal["bm25", "dense", "hybrid"]
 
 
-def dense_models(settings: Settings) -> list[str]:
-    """The dense encoders hybrid search fuses: ``dense_model``, then ``fuse_models``."""
+def dense_models(settings: Settings, kind: str | None = None) -> list[str]:
+    """The dense encoders a retrieval ``kind`` (default ``retrieval.kind``) searches:
+    ``dense_model`` alone for ``dense``; for hybrid (and ``auto``, ``bm25`` built with dense
+    indexes) ``dense_model`` then ``fuse_models``. The one place that decides it."""
     r = settings.retrieval
+    if (kind or r.kind) == "dense":
+        return [r.dense_model]
     return [r.dense_model] + [m for m in r.fuse_models if m != r.dense_model]
 
 
@@ -34,7 +38,7 @@ def dense_missing(settings: Settings, folder: str | Path | None = None) -> str |
     """Why ``folder`` lacks a finished dense index of an encoder hybrid search fuses (None:
     it has them all), from the manifests alone: no model is loaded to decide."""
     index_dir = Path(folder) if folder is not None else settings.index_dir
-    for model in dense_models(settings):
+    for model in dense_models(settings, "hybrid"):
         dense = dense_folder(index_dir, model)
         manifest = mf.read_manifest(dense)
         if manifest is None:
