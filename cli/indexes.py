@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "paired",
         help="paired recall@k difference of two configs `index eval` measured",
         description="Recall@1/5/10/20/100 of config A minus config B, question by question, "
-        "with a bootstrap 95%% interval over the questions and the questions each wins, "
+        "with a bootstrap 95% interval over the questions and the questions each wins, "
         "from OUT/ranks.json (so both must come from `index eval` on the same questions). "
         "Adds the rows to OUT/paired.json, replacing earlier rows of the same pair.",
     )
