@@ -274,7 +274,8 @@ def write_summary(
     """``summary.json`` (the list of config rows); per-question ranks go to ``ranks.json``.
 
     Rows of configs this run did not evaluate stay (one table grows over runs); a config
-    evaluated again replaces its row, and only this run's default is marked default.
+    evaluated again replaces its row but keeps the judged relevance ``index judge`` added (an
+    LLM run that ``index eval`` does not repeat), and only this run's default is marked default.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "summary.json"
@@ -282,7 +283,11 @@ def write_summary(
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
     old = [r for r in old if isinstance(r, dict) and "config" in r]
     marked = any(r.get("default") for r in rows)
-    table = [new.pop(r["config"], {**r, "default": False} if marked else r) for r in old]
+    table = [
+        _replaced(r, new.pop(r["config"])) if r["config"] in new
+        else {**r, "default": False} if marked else r
+        for r in old
+    ]  # fmt: skip
     path.write_text(json.dumps(table + list(new.values()), indent=1) + "\n", encoding="utf-8")
     if extra and "ranks" in extra:
         ranks_path = out_dir / "ranks.json"
@@ -290,6 +295,12 @@ def write_summary(
         known.update(extra["ranks"])
         ranks_path.write_text(json.dumps(known) + "\n", encoding="utf-8")
     return path
+
+
+def _replaced(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    if "judged_relevance" in old and "judged_relevance" not in new:
+        return {**new, "judged_relevance": old["judged_relevance"]}
+    return new
 
 
 def judge(

@@ -389,6 +389,13 @@ def test_index_judge_command(settings: Settings, tmp_path: Path) -> None:
     assert all(r["unparsed"] == r["passages"] > 0 for r in judged)
     summary = json.loads((out / "summary.json").read_text())
     assert summary[0]["judged_relevance"]["config"] == "bm25"
+    # evaluating the config again replaces its recall, not the judged relevance
+    from eval.retrieval.evaluate import write_summary
+
+    write_summary(out, [{"config": "bm25", "default": True, "recall": {"5": 0.5}}])
+    again = json.loads((out / "summary.json").read_text())
+    assert again[0]["recall"] == {"5": 0.5}
+    assert again[0]["judged_relevance"] == summary[0]["judged_relevance"]
 
 
 def test_floor_calibration_keeps_answer_passages() -> None:
