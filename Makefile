@@ -18,14 +18,14 @@ serve:
 test:
 	bash scripts/setup.sh test-env
 	$(MAKE) lint
-	$(PYTEST) -q
-	$(PYTEST) -q -m slow
+	$(PYTEST) -q -rs
+	$(PYTEST) -q -rs -m slow
 
 test-fast:
-	$(PYTEST) -q
+	$(PYTEST) -q -rs
 
 test-slow:
-	$(PYTEST) -q -m slow
+	$(PYTEST) -q -rs -m slow
 
 setup:
 	bash scripts/setup.sh assets

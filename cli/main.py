@@ -1,12 +1,15 @@
 """The ``typed-rag`` command: one entry point, subcommands registered by each area.
 
 Each ``cli`` module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its
-subcommands and sets ``func(args, settings) -> int`` on them.
+subcommands and sets ``func(args, settings) -> int`` on them. The research lab's commands
+(:mod:`cli.lab`) join where the lab is installed; a runtime-only install (the wheel without
+``eval``/``training``, the GPU image) answers them with how to get it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
@@ -15,20 +18,30 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from cli import ask, classifier, config_show, evaluation, indexes, models, qtree, serve
+from cli import ask, classifier, config_show, indexes, models, serve
 from typed_rag.config import load_settings, parse_overrides
 from typed_rag.errors import UserError
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (
-    indexes,  # index build, retrieve, corpus download
+    indexes,  # index build/list, retrieve, corpus download
     models,  # models pull/list
-    classifier,  # classifier train/eval
-    ask,  # ask, conversations
+    classifier,  # classifier predict
+    ask,  # ask
     serve,  # serve, ui
-    evaluation,  # eval run/report/label/context/coverage/constraints-*
-    qtree,  # qtree build/summary/train
     config_show,  # config show
 )
+# The lab's commands by the group they join (None: the top level), registered by cli.lab.
+LAB_COMMANDS: dict[str | None, tuple[str, ...]] = {
+    None: ("eval", "qtree", "conversations"),
+    "index": ("eval", "paired", "judge", "adapt"),
+    "classifier": ("train", "eval"),
+}
+LAB_PACKAGES = ("eval", "training")
+
+
+def lab_installed() -> bool:
+    """Whether the research lab's packages can be imported beside the runtime."""
+    return all(importlib.util.find_spec(name) is not None for name in LAB_PACKAGES)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +59,37 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
+    groups = {None: sub, **{g: _actions(sub.choices[g]) for g in LAB_COMMANDS if g is not None}}
+    if lab_installed():
+        from cli import lab
+
+        lab.register(groups)
+    else:
+        for group, names in LAB_COMMANDS.items():
+            for name in names:
+                _lab_stub(groups[group], name, group)
     return parser
+
+
+def _actions(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """The subcommand group of ``parser`` (``index``, ``classifier``)."""
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _lab_stub(group: argparse._SubParsersAction, name: str, parent: str | None) -> None:
+    """``name`` on a runtime-only install: any arguments, and an error saying what it needs."""
+    command = " ".join(p for p in ("typed-rag", parent, name) if p)
+    stub = group.add_parser(name, help="(research lab; not installed)", add_help=False)
+    stub.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def needs_lab(args: argparse.Namespace, settings: object) -> int:
+        raise UserError(
+            f"`{command}` is a research-lab command, and this install has the runtime only "
+            f"(no {' or '.join(LAB_PACKAGES)} package); the lab runs from a checkout of the "
+            "project, set up with `bash scripts/setup.sh env` there"
+        )
+
+    stub.set_defaults(func=needs_lab)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

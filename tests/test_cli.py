@@ -65,3 +65,34 @@ def test_set_after_the_subcommand_applies(tmp_path) -> None:
     assert args.config == str(tmp_path / "x.toml")
     with pytest.raises(SystemExit):
         parse_args(parser, ["serve", "--bogus"])
+
+
+def _commands(parser) -> dict[str | None, dict[str, str | None]]:
+    """Each group's subcommands (None: the top level) with their help text."""
+    from cli.main import LAB_COMMANDS, _actions
+
+    top = _actions(parser)
+    groups = {None: top, **{g: _actions(top.choices[g]) for g in LAB_COMMANDS if g}}
+    return {g: {a.dest: a.help for a in sub._choices_actions} for g, sub in groups.items()}
+
+
+def test_the_lab_registers_exactly_the_commands_a_runtime_install_names(monkeypatch) -> None:
+    from cli import main as cli_main
+
+    with_lab = _commands(cli_main.build_parser())
+    monkeypatch.setattr(cli_main, "lab_installed", lambda: False)
+    runtime = _commands(cli_main.build_parser())
+    for group, names in cli_main.LAB_COMMANDS.items():
+        stubs = {n for n, text in runtime[group].items() if text and "not installed" in text}
+        assert stubs == set(names)
+        assert set(with_lab[group]) - (set(runtime[group]) - stubs) == set(names)
+        assert not any("not installed" in (text or "") for text in with_lab[group].values())
+
+
+def test_a_lab_command_without_the_lab_says_what_it_needs(monkeypatch, capsys) -> None:
+    from cli import main as cli_main
+
+    monkeypatch.setattr(cli_main, "lab_installed", lambda: False)
+    assert cli_main.main(["index", "eval", "bm25", "--limit", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "`typed-rag index eval` is a research-lab command" in err

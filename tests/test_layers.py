@@ -13,16 +13,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = ("typed_rag", "indexes", "serving", "ui", "eval", "training", "cli", "benchmarks")
+# The runtime (what the wheel and the image ship) and the research lab beside it.
+RUNTIME = ("typed_rag", "indexes", "serving", "ui", "cli")
+LAB_CLI = "cli.lab"  # the lab's commands, inside the cli folder but an area of the lab
 # Which areas each area may import (itself always).
 ALLOWED: dict[str, set[str]] = {
     "typed_rag": set(),  # the runtime: never training, eval or anything above it
     "indexes": {"typed_rag"},
     "serving": {"typed_rag", "ui"},  # the server mounts the demo
     "ui": {"typed_rag"},
+    "cli": {"typed_rag", "indexes", "serving", "ui", LAB_CLI},  # cli.lab: where it is installed
     "eval": {"typed_rag", "indexes"},
     "training": {"typed_rag", "eval"},  # judges and resampling come from eval
-    "cli": {"typed_rag", "indexes", "serving", "ui", "eval", "training"},
-    "benchmarks": {"typed_rag", "indexes", "serving", "ui", "eval", "training", "cli"},
+    LAB_CLI: {"typed_rag", "indexes", "serving", "ui", "eval", "training", "cli"},
+    "benchmarks": {"typed_rag", "indexes", "serving", "ui", "eval", "training", "cli", LAB_CLI},
 }
 # Inside the runtime, packages that must not import others (source prefix -> forbidden
 # prefixes): an engine only generates text, so it knows no pipeline, retrieval or finishing
@@ -102,12 +106,18 @@ def graph() -> dict[str, set[str]]:
     return {m: set(imports_of(p, modules)) - {m} for m, p in files.items()}
 
 
+def area(module: str) -> str:
+    if module == LAB_CLI or module.startswith(LAB_CLI + "."):
+        return LAB_CLI
+    return module.split(".")[0]
+
+
 def test_areas_import_only_what_their_layer_allows() -> None:
     bad = [
         f"{m} -> {t}"
         for m, targets in graph().items()
         for t in targets
-        if (src := m.split(".")[0]) != (dst := t.split(".")[0]) and dst not in ALLOWED[src]
+        if (src := area(m)) != (dst := area(t)) and dst not in ALLOWED[src]
     ]
     assert not bad, "imports across layers:\n" + "\n".join(sorted(bad))
 
@@ -157,3 +167,14 @@ def test_no_import_cycle() -> None:
         if v not in index:
             visit(v)
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_only_the_entry_point_reaches_the_lab() -> None:
+    """The runtime reaches the lab's commands only from ``cli.main``, which registers them
+    where the lab is installed (a runtime-only install gets a message instead)."""
+    reaching = {
+        m
+        for m, targets in graph().items()
+        if area(m) in RUNTIME and any(area(t) == LAB_CLI for t in targets)
+    }
+    assert reaching == {"cli.main"}

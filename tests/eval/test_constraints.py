@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 import typed_rag.engines
-from cli import evaluation as cli_evaluation
-from cli import main as cli_main
 from cli.main import main
 from eval.constraints import (
     ANSWERS,
@@ -707,8 +705,7 @@ async def test_shared_typed_rag_loads_once_and_gives_each_arm_its_settings(
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> dict:
-    """The real CLI with only eval commands; engines are FakeEngines that write subtopics/verdicts."""
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
+    """The real CLI; engines are FakeEngines that write subtopics/verdicts."""
     made: dict = {"engine_settings": []}
 
     def respond(req: ChatRequest) -> str:
@@ -787,7 +784,6 @@ def test_cli_builds_a_set_runs_it_and_reports(
 def test_cli_set_with_an_unusable_model_is_a_clear_error(
     tmp_path: Path, nfqa_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
     monkeypatch.setattr(
         typed_rag.engines, "build_engine", lambda s: FakeEngine(lambda r: "{}"), raising=False
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import cli.eval_devset as cli_devset
+import cli.lab.eval_devset as cli_devset
 from cli.main import main
 from eval.data import devset
 from eval.data.graded import load_graded

@@ -12,8 +12,6 @@ import pytest
 import typed_rag.classifier
 import typed_rag.engines
 import typed_rag.system
-from cli import evaluation as cli_evaluation
-from cli import main as cli_main
 from cli.main import main
 from eval.data.graded import file_sha256, load_graded
 from eval.data.wikinfqa import WikiNFQARecord
@@ -141,11 +139,6 @@ def test_every_bad_line_is_listed_and_subsets_are_checked(tmp_path: Path, graded
 
 
 # ---------------------------------------------------------------------- end to end
-
-
-@pytest.fixture(autouse=True)
-def only_eval_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
 
 
 class FakeTypedRAG:

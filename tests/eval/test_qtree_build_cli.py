@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import cli.qtree
+import cli.lab.qtree
 from cli.main import main
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
 from typed_rag.engines.fake import FakeEngine
@@ -30,7 +30,7 @@ def engines_made(monkeypatch: pytest.MonkeyPatch) -> list[FakeEngine]:
         made.append(e)
         return e
 
-    monkeypatch.setattr(cli.qtree.engines, "build_engine", build)
+    monkeypatch.setattr(cli.lab.qtree.engines, "build_engine", build)
     return made
 
 

@@ -12,8 +12,6 @@ import eval.reports.report as report_module
 import typed_rag.classifier
 import typed_rag.engines
 import typed_rag.system
-from cli import evaluation as cli_evaluation
-from cli import main as cli_main
 from cli.main import main
 from eval.reports.report import build_report, write_report
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
@@ -21,12 +19,6 @@ from typed_rag.config import load_settings
 from typed_rag.engines.fake import FakeEngine
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True)
-def only_eval_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real CLI entry point, with only this area's subcommands (others may be mid-edit)."""
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
 
 
 def judge(req):
@@ -263,7 +255,7 @@ def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Pa
 def test_scorer_settings_come_from_their_own_toml(tmp_path: Path) -> None:
     import argparse
 
-    from cli.eval_shared import scorer_settings_for
+    from cli.lab.eval_shared import scorer_settings_for
 
     toml = tmp_path / "scorer.toml"
     toml.write_text(

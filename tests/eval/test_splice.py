@@ -190,7 +190,7 @@ def test_splice_moves_a_run_to_the_factoid_route_question_by_question(
             for q in questions
         ]
 
-    monkeypatch.setattr("cli.evaluation._classify", lambda settings: classify)
+    monkeypatch.setattr("cli.lab.evaluation._classify", lambda settings: classify)
     draft = ["--set", "method.own_knowledge=draft", "--set", "method.own_knowledge_types=REASON"]
     reason = {**DEFAULT, "own_knowledge": "draft", "own_knowledge_types": ["REASON"]}
     factoid = {**reason, "own_knowledge_types": ["REASON", "FACTOID"]}
@@ -260,7 +260,7 @@ def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
     from typed_rag.types import QuestionType
 
     monkeypatch.setattr(
-        "cli.evaluation._classify",
+        "cli.lab.evaluation._classify",
         lambda settings: (
             lambda qs: [
                 TypePrediction(QuestionType.FACTOID, {}) if "what" in q else None for q in qs

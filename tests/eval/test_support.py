@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 import typed_rag.engines
-from cli import evaluation as cli_evaluation
-from cli import main as cli_main
 from cli.main import main
 from eval.citation_support import (
     SupportRun,
@@ -228,9 +226,8 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[FakeEngine]:
         made.append(FakeEngine(chooser=chooser))
         return made[-1]
 
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (cli_evaluation,))
     monkeypatch.setattr(typed_rag.engines, "build_engine", build_engine, raising=False)
-    monkeypatch.setattr("cli.eval_support.index_lookup", lambda settings: lookup)
+    monkeypatch.setattr("cli.lab.eval_support.index_lookup", lambda settings: lookup)
     return made
 
 

@@ -271,10 +271,20 @@ def serve(tmp_path: Path) -> Callable[..., contextlib.AbstractContextManager[Liv
 # --- the real CLI server in a subprocess --------------------------------------------
 
 
-def _run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> None:
+# How the tests start the command: this interpreter on the checkout.
+CLI = (sys.executable, "-m", "cli")
+
+
+def _run_cli(
+    args: list[str],
+    env: dict[str, str],
+    timeout: float = 300,
+    command: Sequence[str] = CLI,
+    cwd: Path = REPO,
+) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=REPO,
+        [*command, *args],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -296,11 +306,15 @@ def cli_server(
     model: str | None = None,
     home: Path | None = None,
     reranker: str = "none",
+    command: Sequence[str] = CLI,
+    cwd: Path = REPO,
+    env_extra: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Build a BM25 index of ``corpus`` with the CLI, then run ``typed-rag serve`` on it.
 
     ``home`` defaults to a fresh folder; real-model tests pass the user's home
-    so that pulled model weights are reused.
+    so that pulled model weights are reused. ``command`` and ``cwd`` say how the CLI is
+    started (the packaging tests: an installed wheel, or the image's folders alone).
     """
     index = tmp / "index"
     home = home or tmp / "home"
@@ -324,17 +338,18 @@ def cli_server(
     config.write_text("\n".join(lines) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TYPED_RAG_")}
     env["HF_HUB_OFFLINE"] = "1"
+    env.update(env_extra or {})
     _run_cli(
         ["--config", str(config), "index", "build", "--corpus", str(corpus), "--out", str(index)],
         env,
+        command=command,
+        cwd=cwd,
     )
     log_path = tmp / "server.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "cli",
+                *command,
                 "--config",
                 str(config),
                 "serve",
@@ -343,7 +358,7 @@ def cli_server(
                 "--port",
                 str(port),
             ],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

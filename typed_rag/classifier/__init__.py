@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typed_rag.classifier.base import TypeClassifier, TypePrediction, restrict
 from typed_rag.config import Settings
+from typed_rag.errors import UserError
 
 
 def build_classifier(settings: Settings, *, interim: bool = False) -> TypeClassifier:
@@ -24,8 +25,20 @@ def build_classifier(settings: Settings, *, interim: bool = False) -> TypeClassi
 
     ``interim``: for ``finetuned``, when its artefact is missing but the embedding head's is
     there, the head standing in until the fine-tuned artefact appears. Without it (evaluation,
-    ``classifier eval``), or when neither artefact is there, a missing artefact is a UserError.
+    ``classifier eval``), or when neither artefact is there, a missing artefact is a UserError;
+    so is a missing library (torch, sentence-transformers: the ``cpu`` extra), since a server
+    installed without them still answers, with plain RAG for questions of no forced type.
     """
+    try:
+        return _build(settings, interim)
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            f"the {settings.classifier.kind} classifier needs {exc.name}, which is not "
+            "installed (pip install 'typed-rag[cpu]')"
+        ) from None
+
+
+def _build(settings: Settings, interim: bool) -> TypeClassifier:
     kind = settings.classifier.kind
     if kind == "embedding-head":
         from typed_rag.classifier.embedding_head import EmbeddingHeadClassifier  # heavy: torch

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from cli.eval_devset import near_wikinfqa
+from cli.lab.eval_devset import near_wikinfqa
 from eval.data.devset import sample_sources
 from training.retriever_adapt import adapt
 from typed_rag import engines

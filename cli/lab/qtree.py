@@ -8,7 +8,7 @@ import random
 import sys
 from pathlib import Path
 
-from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from cli.lab.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
 from eval.constraints.dataset import load_set
 from training.qtree.dataset import QTreeConfig, QTreeQuestion, build_qtree_dataset
 from training.qtree.summary import write_summary

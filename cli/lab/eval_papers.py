@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from cli.lab.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
 from eval.context import report as context_report
 from eval.context.analysis import evaluate as evaluate_contexts
 from eval.context.inputs import Lookup, add_retrievers, run_questions, store_lookup

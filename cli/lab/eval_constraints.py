@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cli.eval_shared import (
+from cli.lab.eval_shared import (
     data_args,
     load_data,
     scorer_args,

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.eval_papers import index_lookup
-from cli.eval_shared import (
+from cli.lab.eval_papers import index_lookup
+from cli.lab.eval_shared import (
     require_token_probabilities,
     scorer_args,
     scorer_settings_for,

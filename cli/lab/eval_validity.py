@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.eval_shared import data_args, load_data, obtain_labels, scorer_args, scorer_settings_for
+from cli.lab.eval_shared import (
+    data_args,
+    load_data,
+    obtain_labels,
+    scorer_args,
+    scorer_settings_for,
+)
 from eval.data.graded import given_labels
 from eval.judging.validity import COPIES, probes
 from eval.judging.validity_run import render, run_validity

@@ -1,9 +1,9 @@
 """``typed-rag eval label|run|splice``: Wiki-NFQA type labels, resumable LINKAGE runs, splices.
 
 The ``eval`` group is registered here; its other subcommands live beside it:
-``judge-validity`` in :mod:`cli.eval_validity`, ``report`` and ``compare`` in
-:mod:`cli.eval_reports`, ``constraints-*`` in :mod:`cli.eval_constraints`; what they
-share (data and scorer options, the questions' types) in :mod:`cli.eval_shared`.
+``judge-validity`` in :mod:`cli.lab.eval_validity`, ``report`` and ``compare`` in
+:mod:`cli.lab.eval_reports`, ``constraints-*`` in :mod:`cli.lab.eval_constraints`; what they
+share (data and scorer options, the questions' types) in :mod:`cli.lab.eval_shared`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cli import (
+from cli.lab import (
     eval_constraints,
     eval_devset,
     eval_papers,
@@ -23,7 +23,7 @@ from cli import (
     eval_support,
     eval_validity,
 )
-from cli.eval_shared import (
+from cli.lab.eval_shared import (
     build_classifier,
     data_args,
     load_data,
