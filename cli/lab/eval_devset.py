@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -31,6 +32,20 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, default=48, help="passages to write questions from")
     p.add_argument("--seed", type=int, default=64, help="the passages' sampling seed")
     p.add_argument("--batch", type=int, default=6, help="passages per engine call")
+    p.add_argument(
+        "--collection",
+        help="write from this document collection instead of Wikipedia (documentation "
+        "questions: how-to, why, comparison, should-I, how-does-it-work)",
+    )
+    p.add_argument(
+        "--unanswerable-from",
+        metavar="COLLECTION",
+        help="also write questions from this collection, marked answerable: false (the "
+        "answers are searched in --collection, which must not hold these documents)",
+    )
+    p.add_argument(
+        "--unanswerable", type=int, default=24, help="questions from --unanswerable-from"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_devset)
 
@@ -45,15 +60,31 @@ def near_wikinfqa(settings: Settings) -> set[str]:
         retriever.close()
 
 
+def _sources(
+    settings: Settings, name: str, n: int, seed: int, excluded: set[str], corpus: devset.Corpus
+) -> list[devset.Source]:
+    store = PassageStore(collection_dir(settings, name))
+    try:
+        return devset.sample_sources(store, n, seed, excluded, types=corpus.types)
+    finally:
+        store.close()
+
+
 def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
     if args.n < 2 or args.batch < 2:
         raise UserError("--n and --batch must be at least 2 (grade 0 is another question's answer)")
-    excluded = near_wikinfqa(settings)
-    store = PassageStore(collection_dir(settings, WIKI))
-    try:
-        sources = devset.sample_sources(store, args.n, args.seed, excluded)
-    finally:
-        store.close()
+    if args.unanswerable_from and not args.collection:
+        raise UserError("--unanswerable-from needs --collection (where the answers are searched)")
+    if args.unanswerable_from and args.unanswerable < 2:
+        raise UserError("--unanswerable must be at least 2")
+    corpus = devset.DOCUMENTATION if args.collection else devset.WIKIPEDIA
+    excluded = set() if args.collection else near_wikinfqa(settings)
+    sources = _sources(settings, args.collection or WIKI, args.n, args.seed, excluded, corpus)
+    if args.unanswerable_from:
+        outside = _sources(
+            settings, args.unanswerable_from, args.unanswerable, args.seed, set(), corpus
+        )
+        sources += [dataclasses.replace(s, answerable=False) for s in outside]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     out = JsonlStore(args.out, key=lambda r: str(r["id"]))
     todo = devset.batches(sources, args.batch, (str(r["id"]) for r in out))
@@ -64,7 +95,7 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
         bar = progress_bar(sum(map(len, todo)), "devset", not args.no_progress)
         try:
             for batch in todo:
-                out.append(await devset.write_batch(engine.generate, batch))
+                out.append(await devset.write_batch(engine.generate, batch, corpus))
                 bar.update(len(batch))
         finally:
             bar.close()
@@ -73,7 +104,8 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
     asyncio.run(write())
     counts: dict[str, int] = {}
     for record in out:
-        counts[record["type"]] = counts.get(record["type"], 0) + 1
+        key = record["type"] if record.get("answerable", True) else "unanswerable"
+        counts[key] = counts.get(key, 0) + 1
     print(
         json.dumps(
             {"file": str(args.out), "questions": len(out), "passages": len(sources),

@@ -19,13 +19,19 @@ passages by the local model, in the graded format of ``eval run --data``
 References written by the model that also answers favour answers in its own style (the
 same self-preference the 1.5B judge has); the set is for comparing two variants of the
 method, both answered by that model, not for comparing against other systems.
+
+Over a document collection (``eval devset --collection NAME``, issue 77's faithfulness set)
+the passages are pages of documentation (:data:`DOCUMENTATION`: how-to, why, comparison,
+should-I and how-does-it-work questions), and questions written from a collection the
+answers are *not* searched in (``--unanswerable-from``) are marked ``"answerable": false``:
+the collection cannot answer them, and an answer should say so.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +52,7 @@ QUESTION_ASKS = {
     "(for example 'Is ... a good idea?' or 'Should ...?')",
 }
 QUESTION_PROMPT = (
-    "Here is a passage from an encyclopedia article titled {title!r}.\n\n{text}\n\n"
+    "Here is a passage from {what} titled {title!r}.\n\n{text}\n\n"
     "Write {ask}. A reader who has not seen the passage must understand it, so name the "
     "subject instead of saying 'the passage' or 'the text'. Reply with the question only."
 )
@@ -78,6 +84,29 @@ Generate = Callable[[list[ChatRequest]], Awaitable[list[ChatResult]]]
 
 
 @dataclass(frozen=True)
+class Corpus:
+    """What the sampled passages are, as the question prompt names them, and what is asked."""
+
+    what: str
+    types: tuple[str, ...]
+    asks: Mapping[str, str]
+
+
+WIKIPEDIA = Corpus("an encyclopedia article", TYPES, QUESTION_ASKS)
+DOCUMENTATION = Corpus(
+    "a page of software documentation",
+    ("INSTRUCTION", "REASON", "COMPARISON", "DEBATE", "EVIDENCE-BASED"),
+    {
+        **QUESTION_ASKS,
+        "COMPARISON": "a question asking how two commands, options, functions or approaches "
+        "the passage names differ or compare",
+        "DEBATE": "a question asking whether a user should use, choose or avoid something the "
+        "passage discusses (for example 'Should I use ... or ...?')",
+    },
+)
+
+
+@dataclass(frozen=True)
 class Source:
     """A sampled corpus passage and the question type it is written for."""
 
@@ -85,13 +114,19 @@ class Source:
     title: str
     text: str
     type: str
+    answerable: bool = True  # False: written from passages the answers are not searched in
 
 
 def sample_sources(
-    store: PassageStore, n: int, seed: int, excluded_titles: set[str], min_words: int = 80
+    store: PassageStore,
+    n: int,
+    seed: int,
+    excluded_titles: set[str],
+    min_words: int = 80,
+    types: Sequence[str] = TYPES,
 ) -> list[Source]:
     """``n`` passages in a seeded order, one per article, none from ``excluded_titles``;
-    the i-th gets type ``TYPES[i % 6]``."""
+    the i-th gets type ``types[i % len(types)]``."""
     order = list(range(len(store)))
     random.Random(seed).shuffle(order)
     picked: list[Source] = []
@@ -101,7 +136,7 @@ def sample_sources(
         if title in titles or title in excluded_titles or len(text.split()) < min_words:
             continue
         titles.add(title)
-        picked.append(Source(pid, title, text, TYPES[len(picked) % len(TYPES)]))
+        picked.append(Source(pid, title, text, types[len(picked) % len(types)]))
         if len(picked) == n:
             break
     return picked
@@ -132,7 +167,9 @@ def clean_reference(text: str) -> str:
     return _LABEL.sub("", text.strip()).strip()
 
 
-async def write_batch(generate: Generate, sources: Sequence[Source]) -> list[dict[str, Any]]:
+async def write_batch(
+    generate: Generate, sources: Sequence[Source], corpus: Corpus = WIKIPEDIA
+) -> list[dict[str, Any]]:
     """Graded records for one batch of sources (those whose question came out usable).
 
     The batch is the unit of resumption and of the grade-0 references: each record's
@@ -140,7 +177,11 @@ async def write_batch(generate: Generate, sources: Sequence[Source]) -> list[dic
     """
     asked = await generate(
         [
-            _request(QUESTION_PROMPT.format(title=s.title, text=s.text, ask=QUESTION_ASKS[s.type]))
+            _request(
+                QUESTION_PROMPT.format(
+                    what=corpus.what, title=s.title, text=s.text, ask=corpus.asks[s.type]
+                )
+            )
             for s in sources
         ]
     )
@@ -174,6 +215,7 @@ async def write_batch(generate: Generate, sources: Sequence[Source]) -> list[dic
                     {"grade": 1, "text": vague},
                     {"grade": 0, "text": other},
                 ],
+                **({} if s.answerable else {"answerable": False}),
             }
         )
     return [r for r in records if all(ref["text"] for ref in r["references"])]

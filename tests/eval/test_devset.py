@@ -144,8 +144,8 @@ def test_cli_writes_a_file_eval_run_reads_and_resumes(
 
 
 def _all_sources(sample):  # type: ignore[no-untyped-def]
-    def sample_short(store, n, seed, excluded_titles, min_words=80):  # type: ignore[no-untyped-def]
-        return sample(store, n, seed, excluded_titles, min_words=1)
+    def sample_short(store, n, seed, excluded_titles, min_words=80, **kw):  # type: ignore[no-untyped-def]
+        return sample(store, n, seed, excluded_titles, min_words=1, **kw)
 
     return sample_short
 
@@ -154,3 +154,30 @@ def test_cli_rejects_a_batch_of_one(settings: Settings, tmp_path: Path, capsys) 
     argv = ["--set", f"home={settings.home}", "eval", "devset", "--out", str(tmp_path / "d.jsonl")]
     assert main([*argv, "--batch", "1"]) == 2
     assert "--batch" in capsys.readouterr().err
+
+
+@pytest.mark.asyncio
+async def test_documentation_questions_are_asked_as_such_and_mark_the_unanswerable() -> None:
+    types = devset.DOCUMENTATION.types
+    sources = [
+        devset.Source("d0", "Saving plots", "text", types[0]),
+        devset.Source("d1", "Undoing commits", "text", types[3]),
+        devset.Source("o0", "Proof sessions", "text", types[1], answerable=False),
+    ]
+    engine = FakeEngine(responder=responder)
+    records = await devset.write_batch(engine.generate, sources, devset.DOCUMENTATION)
+    asked = [_prompt(c) for c in engine.calls if _prompt(c).startswith("Here is a passage")]
+    assert all("a page of software documentation" in p for p in asked)
+    assert "should use, choose or avoid" in asked[1]  # DEBATE over docs: a should-I question
+    assert [r.get("answerable", True) for r in records] == [True, True, False]
+
+
+def test_documentation_types_rotate_over_the_sample(tmp_path: Path) -> None:
+    store = write_store(tmp_path / "docs", [f"page {i}" for i in range(6)])
+    try:
+        sources = devset.sample_sources(store, 6, 1, set(), types=devset.DOCUMENTATION.types)
+    finally:
+        store.close()
+    types = devset.DOCUMENTATION.types
+    assert [s.type for s in sources] == [*types, types[0]]
+    assert set(types) <= set(devset.QUESTION_ASKS)
