@@ -71,16 +71,22 @@ def statement_of(sentence: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def support_messages(statement: str, title: str, text: str) -> list[dict[str, str]]:
+def support_messages(
+    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
+) -> list[dict[str, str]]:
     """Instruction and passage first, the statement last: requests about the same passage
-    share their prompt prefix (the llama.cpp engine reuses it)."""
+    share their prompt prefix (the llama.cpp engine reuses it). ``prompt``: the yes/no
+    question asked (support; :mod:`eval.grounding` also asks for contradiction)."""
     passage = f"{title.strip()}\n{text.strip()[:MAX_PASSAGE_CHARS]}" if title else text.strip()
-    user = f"{SUPPORT_PROMPT}\n\nPassage:\n{passage}\n\nStatement: {statement}"
+    user = f"{prompt}\n\nPassage:\n{passage}\n\nStatement: {statement}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def support_request(statement: str, title: str, text: str) -> ChoiceRequest:
-    return ChoiceRequest(support_messages(statement, title, text), VERDICT_PREFIX, ("yes", "no"))
+def support_request(
+    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
+) -> ChoiceRequest:
+    messages = support_messages(statement, title, text, prompt)
+    return ChoiceRequest(messages, VERDICT_PREFIX, ("yes", "no"))
 
 
 @dataclass
@@ -145,15 +151,28 @@ def _key(row: Mapping[str, Any]) -> str:
 
 
 class SupportRun:
-    """One output folder: cached verdicts, then per-sentence rows and a summary."""
+    """One output folder: cached verdicts, then per-sentence rows and a summary.
 
-    def __init__(self, out_dir: Path, engine: Engine, model: str, batch_size: int = 16) -> None:
+    ``prompt`` and ``verdicts`` name the question asked of each (sentence, passage) and the
+    file its verdicts are kept in (support by default; contradiction in :mod:`eval.grounding`).
+    """
+
+    def __init__(
+        self,
+        out_dir: Path,
+        engine: Engine,
+        model: str,
+        batch_size: int = 16,
+        prompt: str = SUPPORT_PROMPT,
+        verdicts: str = VERDICTS,
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.engine = engine
         self.model = model
         self.batch_size = max(1, batch_size)
-        self.verdicts = JsonlStore(self.out_dir / VERDICTS, key=_key)
+        self.prompt = prompt
+        self.verdicts = JsonlStore(self.out_dir / verdicts, key=_key)
 
     def p_yes(self, s: CitedSentence, passage_id: str) -> float | None:
         row = self.verdicts.get(_key(self._row(s, passage_id)))
@@ -203,7 +222,7 @@ class SupportRun:
             raise KeyError(f"no text for {len(set(unknown))} passage id(s), e.g. {unknown[:3]}")
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
-            reqs = [support_request(s.statement, *texts[pid]) for s, pid in chunk]
+            reqs = [support_request(s.statement, *texts[pid], self.prompt) for s, pid in chunk]
             results = await self.engine.score_choices(reqs)
             self.verdicts.append(
                 {**self._row(s, pid), "statement": s.statement, "p_yes": p_yes(r.logprobs)}

@@ -51,7 +51,7 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_support)
 
 
-def _answers(run_dir: Path, methods: list[str], limit: int | None) -> list[Any]:
+def run_answers(run_dir: Path, methods: list[str], limit: int | None) -> list[Any]:
     read_manifest(run_dir)  # a UserError for a folder `eval run` did not make
     if not (run_dir / ANSWERS).is_file():
         raise UserError(f"{run_dir} has no answers yet (no {ANSWERS})")
@@ -74,7 +74,7 @@ def cmd_support(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be at least 1")
-    answers = _answers(args.run_dir, methods, args.limit)
+    answers = run_answers(args.run_dir, methods, args.limit)
     scorer = scorer_settings_for(settings, args)
     require_token_probabilities(
         scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"

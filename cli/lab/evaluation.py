@@ -17,6 +17,7 @@ from typing import Any
 from cli.lab import (
     eval_constraints,
     eval_devset,
+    eval_grounding,
     eval_papers,
     eval_refinish,
     eval_reports,
@@ -144,6 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     eval_support.register(eval_sub)
     eval_refinish.register(eval_sub)
     eval_devset.register(eval_sub)
+    eval_grounding.register(eval_sub)
 
 
 def _check_judge_backend(settings: Settings, scorer: Settings) -> None:

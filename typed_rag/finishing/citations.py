@@ -60,7 +60,12 @@ _LIST_MARKER = re.compile(r"(?:\d{1,2}[.)]|[-*•])")
 
 
 def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
-    """The answer's sentences (or list items) that cite something, with their numbers.
+    """The answer's sentences (or list items) that cite something, with their numbers."""
+    return [(s, nums) for s in split_sentences(answer) if (nums := cited_numbers(s))]
+
+
+def split_sentences(answer: str) -> list[str]:
+    """The answer's sentences and list items, each with its citations.
 
     A citation written just after the full stop (``... rises. [2]``) belongs to
     the sentence before it; a list marker (``1.``) to the sentence after it.
@@ -77,7 +82,7 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
             else:
                 merged.append(marker + piece)
                 marker = ""
-    return [(s, nums) for s in merged if (nums := cited_numbers(s))]
+    return merged
 
 
 # A sentence's citation holds lexically when the cited passage shares at least this many

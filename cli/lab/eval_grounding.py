@@ -1,0 +1,165 @@
+"""``typed-rag eval grounding``: how faithful a run's answers are to the passages they show
+(issue 77; the measures are defined in :mod:`eval.grounding.measure`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from cli.lab.eval_papers import index_lookup
+from cli.lab.eval_shared import (
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+    warn_if_self_judged,
+)
+from cli.lab.eval_support import run_answers
+from eval.data.methods import parse_methods
+from eval.grounding import validity
+from eval.grounding.run import evaluate_grounding
+from eval.runs.manifest import scorer_name
+from eval.runs.resume import progress_bar
+from eval.runs.runner import SCORES
+from typed_rag import engines
+from typed_rag.config import Settings
+from typed_rag.errors import UserError
+from typed_rag.retrieval.collections import collection_settings
+from typed_rag.store import JsonlStore, read_jsonl
+
+COLUMNS = (
+    "supported_share",
+    "uncited_share",
+    "contradiction_share",
+    "code_span_faithful_share",
+    "unanswerable_declined_share",
+    "mrr",
+)
+
+
+def register(eval_sub: argparse._SubParsersAction) -> None:
+    p = eval_sub.add_parser(
+        "grounding",
+        help="faithfulness of a run's answers to their shown passages: supported, uncited "
+        "and contradicted sentences, code spans, declined unanswerable questions; resumable",
+    )
+    p.add_argument("run_dir", type=Path, help="an `eval run --data DEVSET` directory")
+    p.add_argument("--data", type=Path, required=True, help="the devset JSONL the run answered")
+    p.add_argument(
+        "--collection", help="the collection the run searched (passage texts for the judges)"
+    )
+    p.add_argument("--when", choices=("before", "after"), required=True, help="the row's state")
+    p.add_argument("--methods", default="llm,rag,typed-rag", help="the run's methods (comma list)")
+    p.add_argument("--out", type=Path, default=Path("results/grounding"), help="output folder")
+    p.add_argument("--batch-size", type=int, default=16, help="judge requests per engine call")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    scorer_args(p, "judge")
+    p.set_defaults(func=cmd_grounding)
+
+    v = eval_sub.add_parser(
+        "grounding-validity",
+        help="the support and contradiction judges on known cases from a devset: copied, "
+        "reference, flipped and wrong-passage sentences",
+    )
+    v.add_argument("--data", type=Path, required=True, help="a devset JSONL (eval devset)")
+    v.add_argument("--collection", required=True, help="the collection it was written from")
+    v.add_argument("--n", type=int, default=40, help="records used (the first N answerable)")
+    v.add_argument(
+        "--out", type=Path, default=Path("results/grounding/validity.json"), help="JSON out"
+    )
+    v.add_argument("--batch-size", type=int, default=16, help="probes per engine call")
+    scorer_args(v, "judge")
+    v.set_defaults(func=cmd_validity)
+
+
+def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
+    methods = parse_methods(args.methods)
+    if not args.data.is_file():
+        raise UserError(f"no devset at {args.data}")
+    answers = run_answers(args.run_dir, methods, None)
+    scores = list(read_jsonl(args.run_dir / SCORES)) if (args.run_dir / SCORES).is_file() else []
+    records = list(JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True))
+    scorer = scorer_settings_for(settings, args)
+    require_token_probabilities(
+        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
+    )
+    warn_if_self_judged(settings, scorer, "support judge")
+    engine = engines.build_engine(scorer)
+    lookup = index_lookup(collection_settings(settings, args.collection))
+    bar = progress_bar(0, "grounding verdicts", enabled=not args.no_progress)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    async def go() -> list[dict]:
+        async with engine:
+            return await evaluate_grounding(
+                engine,
+                answers,
+                records,
+                scores,
+                args.out,
+                when=args.when,
+                model=scorer_name(scorer),
+                methods=methods,
+                lookup=lookup,
+                batch_size=args.batch_size,
+                on_progress=progress,
+                meta={"data": str(args.data), "collection": args.collection},
+            )
+
+    try:
+        rows = asyncio.run(go())
+    except KeyError as exc:  # a passage id the collection does not hold
+        raise UserError(f"{exc.args[0]} (is this the collection the run searched?)") from None
+    finally:
+        bar.close()
+    print(f"{'method':<10} {'n':>4} " + " ".join(f"{c[:12]:>12}" for c in COLUMNS))
+    for r in rows:
+        cells = ["-" if r[c] is None else f"{r[c]:.3f}" for c in COLUMNS]
+        print(f"{r['method']:<10} {r['n']:>4} " + " ".join(f"{c:>12}" for c in cells))
+    print(f"wrote {args.out / 'summary.json'}")
+    return 0
+
+
+def cmd_validity(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.data.is_file():
+        raise UserError(f"no devset at {args.data}")
+    if args.n < 2:
+        raise UserError("--n must be at least 2 (the wrong passage is another record's)")
+    records = [
+        r
+        for r in JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True)
+        if r.get("answerable", True)
+    ][: args.n]
+    lookup = index_lookup(collection_settings(settings, args.collection))
+    texts = dict(lookup([str(r["passage_id"]) for r in records]))
+    items = validity.probes(records, texts)
+    scorer = scorer_settings_for(settings, args)
+    require_token_probabilities(
+        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
+    )
+    engine = engines.build_engine(scorer)
+
+    async def go() -> list[dict]:
+        async with engine:
+            return await validity.judge_probes(engine, items, args.batch_size)
+
+    rows = asyncio.run(go())
+    summary = {
+        "judge": scorer_name(scorer),
+        "data": str(args.data),
+        "records": len(records),
+        "cases": validity.rates(rows),
+        "probes": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    for case, r in summary["cases"].items():
+        print(
+            f"{case:<14} n={r['n']:<4} supported {r['supported']}  contradicted {r['contradicted']}"
+        )
+    print(f"wrote {args.out}")
+    return 0
