@@ -163,10 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from eval.data.wikinfqa import load_wikinfqa
     from eval.retrieval.answer_recall import HitFinder, ground_truth, hits_table
     from eval.retrieval.dtype_agreement import dtype_check
+    from eval.settings import load_lab_settings
     from indexes.build import build_index
     from indexes.dense import build_dense
     from indexes.derived_corpus import make_slice
-    from typed_rag.config import load_settings, parse_overrides
+    from typed_rag.config import parse_overrides
     from typed_rag.retrieval.bm25 import BM25_PARAMS, BM25Index
     from typed_rag.retrieval.dense import DenseIndex
     from typed_rag.retrieval.dense_dtype import MAX_LENGTH, compute_dtype
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides: dict[str, Any] = parse_overrides(args.set)
     if args.dtype:
         overrides["retrieval.dense_dtype"] = args.dtype
-    settings = load_settings(None, **overrides)
+    settings = load_lab_settings(None, **overrides)
     r = settings.retrieval
     if args.encoders:
         from eval.retrieval.encoder_speed import compare_encoders, format_table

@@ -35,7 +35,8 @@ import numpy as np
 
 from eval.data.wikinfqa import WikiNFQARecord, load_wikinfqa
 from eval.retrieval.answer_recall import HitFinder, ground_truth, recall_at
-from typed_rag.config import Settings, load_settings, parse_overrides
+from eval.settings import load_lab_settings
+from typed_rag.config import Settings, parse_overrides
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.factory import build_engine
 from typed_rag.retrieval import Passage
@@ -278,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     args = ap.parse_args(argv)
-    settings = load_settings(None, **parse_overrides(args.set))
+    settings = load_lab_settings(None, **parse_overrides(args.set))
     result = (run_draft if args.lever == "draft" else run_static)(args, settings)
     for name, rec in result["recall"].items():
         print(f"{name:<45} " + "  ".join(f"R@{k} {v:.3f}" for k, v in rec.items()))

@@ -94,9 +94,9 @@ def main() -> int:
         print(json.dumps(WORKERS[task["kind"]](task)))
         return 0
 
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
 
-    settings = load_settings(args.config)
+    settings = load_lab_settings(args.config)
     quick = args.quick
     bench = settings.home / ("bench-quick" if quick else "bench")
     bench.mkdir(parents=True, exist_ok=True)

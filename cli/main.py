@@ -19,7 +19,7 @@ from types import ModuleType
 from pydantic import ValidationError
 
 from cli import ask, classifier, config_show, indexes, models, serve
-from typed_rag.config import load_settings, parse_overrides
+from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.errors import UserError
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (
@@ -42,6 +42,16 @@ LAB_PACKAGES = ("eval", "training")
 def lab_installed() -> bool:
     """Whether the research lab's packages can be imported beside the runtime."""
     return all(importlib.util.find_spec(name) is not None for name in LAB_PACKAGES)
+
+
+def settings_class() -> type[Settings]:
+    """The settings the commands get: the lab's (with its ``eval`` section) where it is
+    installed, the runtime's otherwise."""
+    if not lab_installed():
+        return Settings
+    from cli.lab import LabSettings
+
+    return LabSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         try:
-            settings = load_settings(args.config, **parse_overrides(args.overrides))
+            settings = load_settings(
+                args.config, cls=settings_class(), **parse_overrides(args.overrides)
+            )
         except ValidationError as exc:
             raise UserError(f"invalid settings: {_validation_summary(exc)}") from None
         return int(args.func(args, settings) or 0)

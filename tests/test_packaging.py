@@ -71,6 +71,8 @@ def check_runtime(command: Sequence[str], tmp: Path, cwd: Path, env: dict[str, s
     config = run(command, "config", "show", cwd=cwd, env=env)
     assert config.returncode == 0, config.stderr
     assert "engine.backend" in config.stdout
+    keys = [line.split()[0] for line in config.stdout.splitlines() if line and line[0] != " "]
+    assert "retrieval.kind" in keys and not [k for k in keys if k.startswith("eval.")]
     lab = run(command, "eval", "run", "--limit", "3", cwd=cwd, env=env)
     assert lab.returncode == 2
     assert "research-lab command" in lab.stderr and "Traceback" not in lab.stderr
@@ -115,10 +117,19 @@ def runtime_requirements() -> list[str]:
 
 @pytest.mark.slow
 def test_the_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
+    # Built from a copy of what it needs (setuptools writes build/ beside the sources).
+    src = tmp_path / "src"
+    for name in ("pyproject.toml", "README.md", *wheel_packages()):
+        from_repo = REPO / name
+        if from_repo.is_dir():
+            shutil.copytree(from_repo, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            src.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(from_repo, src / name)
     dist = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
-        + ["-q", "-w", str(dist), str(REPO)],
+        + ["-q", "-w", str(dist), str(src)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 from pydantic_settings import (
@@ -55,9 +55,6 @@ from typed_rag.config_sections import (
     EngineSettings as EngineSettings,
 )
 from typed_rag.config_sections import (
-    EvalSettings as EvalSettings,
-)
-from typed_rag.config_sections import (
     RerankerSettings as RerankerSettings,
 )
 from typed_rag.config_sections import (
@@ -97,7 +94,6 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     documents: DocumentSettings = Field(default_factory=DocumentSettings)
-    eval: EvalSettings = Field(default_factory=EvalSettings)
     constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     method: MethodSettings = Field(default_factory=MethodSettings)
@@ -143,13 +139,17 @@ class Settings(BaseSettings):
 
 
 _CONFIG_FILE: dict[str, str | None] = {"path": None}
+S = TypeVar("S", bound=Settings)
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+def load_settings(
+    config_file: str | Path | None = None, *, cls: type[S] = Settings, **overrides: Any
+) -> S:
     """Build settings from an optional TOML file, the environment and overrides.
 
     ``overrides`` use dotted keys for nested fields, e.g.
-    ``load_settings(**{"engine.backend": "fake"})``.
+    ``load_settings(**{"engine.backend": "fake"})``. ``cls``: the settings class (the lab's
+    adds its evaluation section, :mod:`eval.settings`).
     """
     path = config_file or os.environ.get("TYPED_RAG_CONFIG")
     if path is not None and not Path(path).is_file():
@@ -165,11 +165,11 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = value
-        base = Settings()
+        base = cls()
         if not nested:
             return base
         merged = _deep_merge(base.model_dump(), nested)
-        return Settings.model_validate(merged)
+        return cls.model_validate(merged)
     finally:
         _CONFIG_FILE["path"] = None
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 
 from cli.lab import classifier, conversations, evaluation, indexes, qtree
+from eval.settings import LabSettings
+
+__all__ = ["LabSettings", "register"]
 
 
 def register(groups: dict[str | None, argparse._SubParsersAction]) -> None:

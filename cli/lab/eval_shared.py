@@ -20,8 +20,9 @@ from eval.data.labels import classify_questions, default_labels_path, load_label
 from eval.data.wikinfqa import WikiNFQA, load_wikinfqa
 from eval.runs.manifest import scorer_name
 from eval.runs.runner import RUN_LABELS
+from eval.settings import load_lab_settings
 from typed_rag import classifier as type_classifier
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def build_classifier(settings: Settings) -> Any:
 
 def scorer_settings_for(settings: Settings, args: argparse.Namespace) -> Settings:
     """The scorer's own settings: --scorer-config, else the generator's, then --scorer-* flags."""
-    base = load_settings(args.scorer_config) if args.scorer_config else settings
+    base = load_lab_settings(args.scorer_config) if args.scorer_config else settings
     update = {
         k: v
         for k, v in {

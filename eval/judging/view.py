@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from typed_rag.config import EvalSettings
+from eval.settings import EvalSettings
 from typed_rag.finishing.citations import without_citations
 from typed_rag.finishing.finish import drop_sentences
 from typed_rag.finishing.scaffolding import unscaffold

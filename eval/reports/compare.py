@@ -19,7 +19,7 @@ from typing import Any
 from eval.reports.paired import pair_rows, row_scores
 from eval.runs.manifest import filled, fingerprint, read_manifest
 from eval.runs.runner import ANSWERS, SCORES
-from typed_rag.config import Settings
+from eval.settings import LabSettings
 from typed_rag.errors import UserError
 from typed_rag.store import read_jsonl
 
@@ -70,7 +70,7 @@ def _scores(
 
 def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The shared fingerprint entries on which two run manifests differ."""
-    defaults = fingerprint(Settings(), Settings())
+    defaults = fingerprint(LabSettings(), LabSettings())
     fa, fb = (
         {k: filled(m.get("fingerprint", {}).get(k), defaults.get(k)) for k in SHARED}
         for m in (a, b)

@@ -20,6 +20,7 @@ from eval.judging.linkage import REFERENCE_SEED, SCORER_MAX_TOKENS
 from eval.judging.resample import JUDGE_TEMPERATURE
 from eval.judging.view import JudgeView
 from eval.retrieval.spec import settings_spec
+from eval.settings import LabSettings
 from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import RETIRED_OPTIONS, MethodOptions
@@ -174,7 +175,7 @@ def write_manifest(
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc}); use a new --out") from None
-        default = Settings()
+        default = LabSettings()
         # A method or retrieval entry absent from an old fingerprint means the paper's
         # setting, not "added later, at its default": today's defaults differ from the paper's.
         added = {

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from eval.data.wikinfqa import FILE_NAME
+from eval.settings import LabSettings
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
+from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.request import AnswerRequest
 from typed_rag.result import CitedPassage, LLMCall, Result
@@ -33,6 +35,12 @@ QUESTIONS = {
         "python vs java which is better",
     ],
 }
+
+
+@pytest.fixture
+def settings(settings: Settings) -> LabSettings:
+    """The root fixture's settings as the lab gets them (with the ``eval`` section)."""
+    return LabSettings.model_validate(settings.model_dump())
 
 
 def make_record(subset: str, i: int, question: str) -> dict[str, Any]:

@@ -47,8 +47,9 @@ from eval.constraints import (
 )
 from eval.data.labels import QuestionLabel
 from eval.data.wikinfqa import WikiNFQARecord, load_wikinfqa
+from eval.settings import load_lab_settings
 from tests.core.conftest import FixedClassifier, MemoryRetriever
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
@@ -74,7 +75,7 @@ def eval_settings(settings: Settings, nfqa_dir: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(constraint_runner, "BATCH_SIZE", 2)  # several batches per arm
     monkeypatch.setattr(constraint_runner, "SCORE_BATCH_SIZE", 3)
     monkeypatch.setattr(resample, "MAX_RESAMPLES", 2)
-    return load_settings(
+    return load_lab_settings(
         None,
         **{
             "home": str(settings.home),
@@ -911,7 +912,7 @@ async def test_real_engine_writes_subtopics_and_judges_or_counts(
 
     monkeypatch.setattr(resample, "MAX_RESAMPLES", 1)  # a 135M model: few, short rounds
     monkeypatch.setattr(compliance_judge, "COVERAGE_MAX_TOKENS", 120)
-    real = load_settings(
+    real = load_lab_settings(
         None,
         **{
             "engine.backend": "llamacpp",

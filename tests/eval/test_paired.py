@@ -95,20 +95,20 @@ def test_gold_and_citation_shares_are_paired() -> None:
 
 def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> None:
     from eval.runs.manifest import read_manifest, write_manifest
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
     from typed_rag.errors import UserError
 
     run = tmp_path / "run"
     kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
-    first = load_settings(None, **{"eval.judge_protocol": "linkage-prob"})
-    gated = load_settings(None, **{"eval.judge_protocol": "linkage-prob-gated"})
+    first = load_lab_settings(None, **{"eval.judge_protocol": "linkage-prob"})
+    gated = load_lab_settings(None, **{"eval.judge_protocol": "linkage-prob-gated"})
     write_manifest(run, first, first, **kw)
     write_manifest(run, gated, gated, **kw)  # answers only so far: allowed
     assert read_manifest(run)["scorer"]["protocol"] == "linkage-prob-gated"
     (run / "scores.jsonl").write_text('{"method": "rag", "question_id": "q1"}\n')
     with pytest.raises(UserError, match="different settings"):
         write_manifest(run, first, first, **kw)
-    other_generator = load_settings(None, **{"engine.model": "other"})
+    other_generator = load_lab_settings(None, **{"engine.model": "other"})
     (run / "scores.jsonl").unlink()
     with pytest.raises(UserError, match="different settings"):
         write_manifest(run, other_generator, gated, **kw)  # the generator never may
@@ -116,12 +116,12 @@ def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> Non
 
 def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
     from eval.runs.manifest import write_manifest
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
     from typed_rag.errors import UserError
 
     kw = dict(methods=["typed-rag"], subsets=["nq"], question_ids=["q1"], options={})
-    paper = load_settings(None)
-    improved = load_settings(None, **{"method.profile": "paper"})
+    paper = load_lab_settings(None)
+    improved = load_lab_settings(None, **{"method.profile": "paper"})
     write_manifest(tmp_path / "run", paper, paper, **kw)
     write_manifest(tmp_path / "run", paper, paper, **kw)
     with pytest.raises(UserError, match="method"):
@@ -132,12 +132,12 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     import json
 
     from eval.runs.manifest import write_manifest
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
     from typed_rag.errors import UserError
 
     kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
-    bm25 = load_settings(None, **{"retrieval.rerank_depth": 0})  # the paper's (and older runs')
-    reranked = load_settings(None)  # the default: every query reranked
+    bm25 = load_lab_settings(None, **{"retrieval.rerank_depth": 0})  # the paper's (and older runs')
+    reranked = load_lab_settings(None)  # the default: every query reranked
     write_manifest(tmp_path / "run", bm25, bm25, **kw)
     assert "retrieval" not in json.loads((tmp_path / "run" / "run.json").read_text())["fingerprint"]
     with pytest.raises(UserError, match="retrieval.*bm25\\+minilm-rrf@20"):
@@ -147,26 +147,26 @@ def test_a_run_cannot_mix_retrieval_configs(tmp_path) -> None:
     with pytest.raises(UserError, match="retrieval"):
         write_manifest(tmp_path / "other", bm25, bm25, **kw)
     # typed-rag routed by the classifier is its own run too
-    routed = load_settings(None, **{"eval.route": "classifier"})
+    routed = load_lab_settings(None, **{"eval.route": "classifier"})
     write_manifest(tmp_path / "routed", routed, routed, **kw)
     with pytest.raises(UserError, match="route"):
-        write_manifest(tmp_path / "routed", load_settings(None), routed, **kw)
+        write_manifest(tmp_path / "routed", load_lab_settings(None), routed, **kw)
     # a run made with the paper's settings records neither; today's defaults must not resume it
-    paper = load_settings(None, **{"retrieval.rerank_depth": 0, "method.profile": "paper"})
+    paper = load_lab_settings(None, **{"retrieval.rerank_depth": 0, "method.profile": "paper"})
     write_manifest(tmp_path / "paper", paper, paper, **kw)
     with pytest.raises(UserError, match="method.*retrieval"):
-        write_manifest(tmp_path / "paper", load_settings(None), paper, **kw)
+        write_manifest(tmp_path / "paper", load_lab_settings(None), paper, **kw)
 
 
 def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) -> None:
     import json
 
     from eval.runs.manifest import write_manifest
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
     from typed_rag.errors import UserError
 
     kw = dict(methods=["rag"], subsets=["nq"], question_ids=["q1"], options={})
-    s = load_settings(None)
+    s = load_lab_settings(None)
     write_manifest(tmp_path / "run", s, s, **kw)
     path = tmp_path / "run" / "run.json"
     manifest = json.loads(path.read_text())
@@ -174,16 +174,16 @@ def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) 
     path.write_text(json.dumps(manifest))
     write_manifest(tmp_path / "run", s, s, **kw)  # the new setting at its default: fine
     path.write_text(json.dumps(manifest))
-    smaller = load_settings(None, **{"sampling.sub_answer_max_tokens": 192})
+    smaller = load_lab_settings(None, **{"sampling.sub_answer_max_tokens": 192})
     with pytest.raises(UserError, match="sub_answer_max_tokens"):
         write_manifest(tmp_path / "run", smaller, s, **kw)
     # The same for a method option: absent from the run's options means the paper's value.
-    fast = load_settings(None, **{"method.cite_min_share": 0.3})
+    fast = load_lab_settings(None, **{"method.cite_min_share": 0.3})
     manifest["fingerprint"]["method"] = fast.method.options().model_dump(mode="json")
     del manifest["fingerprint"]["method"]["cite_min_share"]
     path.write_text(json.dumps(manifest))
     write_manifest(tmp_path / "run", fast, s, **kw)
     path.write_text(json.dumps(manifest))
-    stricter = load_settings(None, **{"method.cite_min_share": 0.9})
+    stricter = load_lab_settings(None, **{"method.cite_min_share": 0.9})
     with pytest.raises(UserError, match="cite_min_share"):
         write_manifest(tmp_path / "run", stricter, s, **kw)

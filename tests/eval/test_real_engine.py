@@ -25,8 +25,9 @@ from eval.judging.linkage import (
 from eval.reports.report import write_report
 from eval.runs.manifest import write_manifest
 from eval.runs.runner import EvalRunner
+from eval.settings import load_lab_settings
 from tests.eval.conftest import StandInAnswerer
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -45,7 +46,7 @@ def short_judges():
 
 @pytest.fixture(scope="module")
 def real_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    settings = load_settings(
+    settings = load_lab_settings(
         None,
         **{
             "engine.backend": "llamacpp",

@@ -14,8 +14,8 @@ import typed_rag.engines
 import typed_rag.system
 from cli.main import main
 from eval.reports.report import build_report, write_report
+from eval.settings import load_lab_settings
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
-from typed_rag.config import load_settings
 from typed_rag.engines.fake import FakeEngine
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -180,7 +180,7 @@ def test_off_by_one_run_and_unparsed_policy(
     assert four and all(r["rank"] is None and r["attempts"] == 2 for r in four)
     md = (run_dir / "report.md").read_text()
     assert "paper prompt ([[n]] = worse than all" in md
-    s = load_settings(None)  # an unparsed verdict is excluded and counted
+    s = load_lab_settings(None)  # an unparsed verdict is excluded and counted
     assert build_report(run_dir, s)["failures"]["rag"]["never_parsed"] == len(four)
     excl = build_report(run_dir, s)["table"]["rag"]["all"]["mpr"]["count"]
     monkeypatch.setattr(report_module, "UNPARSED", "worst")
@@ -226,7 +226,7 @@ def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Pa
     from eval.runs.manifest import write_manifest
     from typed_rag.store import JsonlStore
 
-    settings = load_settings(None)
+    settings = load_lab_settings(None)
     run_dir = tmp_path / "live"
     write_manifest(
         run_dir,
@@ -262,7 +262,7 @@ def test_scorer_settings_come_from_their_own_toml(tmp_path: Path) -> None:
         '[engine]\nbackend = "openai"\nmodel = "judge"\nbase_url = "http://h/v1"\n'
         "[sampling]\ntemperature = 0.0\n"
     )
-    generator = load_settings(None, **{"engine.backend": "fake"})
+    generator = load_lab_settings(None, **{"engine.backend": "fake"})
     ns = argparse.Namespace(
         scorer_config=toml, scorer_backend=None, scorer_model="judge-2", scorer_base_url=None
     )

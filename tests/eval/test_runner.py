@@ -16,8 +16,9 @@ from eval.runs import runner as run_module
 from eval.runs.manifest import judge_identity
 from eval.runs.resume import EvalAborted
 from eval.runs.runner import ANSWERS, SCORES, EvalRunner
+from eval.settings import load_lab_settings
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
-from typed_rag.config import Settings, load_settings
+from typed_rag.config import Settings
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
 from typed_rag.store import JsonlStore
@@ -27,7 +28,7 @@ from typed_rag.store import JsonlStore
 def eval_settings(settings: Settings, nfqa_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setattr(run_module, "BATCH_SIZE", 3)  # small batches: several per method
     monkeypatch.setattr(run_module, "SCORE_BATCH_SIZE", 4)
-    return load_settings(
+    return load_lab_settings(
         None,
         **{
             "home": str(settings.home),

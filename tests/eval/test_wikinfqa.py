@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from eval.data.wikinfqa import SUBSETS, load_wikinfqa, parse_subsets
+from eval.settings import load_lab_settings
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.config import load_settings
 from typed_rag.errors import UserError
 
 
 def test_real_benchmark_loads_945_valid_questions() -> None:
-    data_dir = load_settings().eval.data_dir
+    data_dir = load_lab_settings().eval.data_dir
     if not data_dir.is_dir():
         pytest.skip(f"Wiki-NFQA not present at {data_dir}")
     data = load_wikinfqa(data_dir)

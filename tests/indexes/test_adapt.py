@@ -28,12 +28,12 @@ def _question(request: ChatRequest) -> str:
 
 @pytest.fixture
 def minilm(settings: Settings) -> str:
-    from typed_rag.config import load_settings
+    from eval.settings import load_lab_settings
     from typed_rag.models import ensure_model
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
-        return str(ensure_model(load_settings(), "all-MiniLM-L6-v2"))
+        return str(ensure_model(load_lab_settings(), "all-MiniLM-L6-v2"))
 
 
 def test_adapt_writes_questions_once_trains_and_reports(

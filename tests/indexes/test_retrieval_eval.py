@@ -13,9 +13,10 @@ import pytest
 from cli.main import main
 from eval.retrieval.answer_recall import HitFinder, ground_truth, normalize, recall_at
 from eval.retrieval.spec import Spec, row_name, settings_spec
+from eval.settings import load_lab_settings
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
-from typed_rag.config import REPO_ROOT, Settings, load_settings
+from typed_rag.config import REPO_ROOT, Settings
 from typed_rag.errors import UserError
 from typed_rag.rerank.biencoder import BiEncoderReranker
 from typed_rag.retrieval import Passage, RerankedRetriever, Reranker, open_retriever, with_reranking
@@ -30,7 +31,7 @@ def _with(settings: Settings, **extra: object) -> Settings:
         "retrieval.backend": "numpy",
         "retrieval.rerank_depth": 0,  # plain BM25 unless a test asks for reranking
     }
-    return load_settings(None, **{**flat, **extra})
+    return load_lab_settings(None, **{**flat, **extra})
 
 
 @pytest.fixture
@@ -212,16 +213,16 @@ def test_spec_parse_and_settings_spec(settings: Settings) -> None:
     assert settings_spec(floored) == "bm25+minilm-rrf@20>0.25"
     assert Spec.parse(settings_spec(floored)).floor == 0.25
     # the default reranks every query with the calibrated floor; the paper's profile does not
-    assert settings_spec(load_settings(None)) == "bm25+minilm-rrf@20>0.32"
-    assert settings_spec(load_settings(REPO_ROOT / "configs" / "paper.toml")) == "bm25"
+    assert settings_spec(load_lab_settings(None)) == "bm25+minilm-rrf@20>0.32"
+    assert settings_spec(load_lab_settings(REPO_ROOT / "configs" / "paper.toml")) == "bm25"
     # "auto" floors only the MiniLM cosine it was calibrated on; an explicit floor always applies
-    r = load_settings(None).retrieval
-    bge = load_settings(None, **{"reranker.bge_model": "/models/bge"}).reranker
-    assert r.floor_for(load_settings(None).reranker) == 0.32 and r.floor_for(bge) is None
+    r = load_lab_settings(None).retrieval
+    bge = load_lab_settings(None, **{"reranker.bge_model": "/models/bge"}).reranker
+    assert r.floor_for(load_lab_settings(None).reranker) == 0.32 and r.floor_for(bge) is None
     assert settings_spec(s2) == "bm25+mpnet-rrf@30"  # no floor for mpnet's scores
-    explicit = load_settings(None, **{"retrieval.rerank_floor": 0.5}).retrieval
+    explicit = load_lab_settings(None, **{"retrieval.rerank_floor": 0.5}).retrieval
     assert explicit.floor_for(bge) == 0.5
-    off = load_settings(None, **{"retrieval.rerank_floor": "none"})
+    off = load_lab_settings(None, **{"retrieval.rerank_floor": "none"})
     assert off.retrieval.floor_for(off.reranker) is None
     assert settings_spec(off) == "bm25+minilm-rrf@20"
 

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from eval.settings import load_lab_settings
 from tests.qtree.helpers import tree_dict
-from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.models import ensure_model
 from typed_rag.qtree.outlines import outline_schema
@@ -28,7 +28,7 @@ async def test_outline_replies_name_only_the_trees_nodes() -> None:
 
     tree = parse_tree(json.dumps(tree_dict()), "Tell me about tea.")
     engine = LlamaCppEngine(
-        ensure_model(load_settings(), "smollm2-135m-instruct-q4_1"), n_ctx=2048, n_threads=1
+        ensure_model(load_lab_settings(), "smollm2-135m-instruct-q4_1"), n_ctx=2048, n_threads=1
     )
     await engine.start()
     try:
