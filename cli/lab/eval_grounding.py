@@ -9,12 +9,7 @@ import json
 from pathlib import Path
 
 from cli.lab.eval_papers import index_lookup
-from cli.lab.eval_shared import (
-    require_token_probabilities,
-    scorer_args,
-    scorer_settings_for,
-    warn_if_self_judged,
-)
+from cli.lab.eval_shared import probability_judge, scorer_args
 from cli.lab.eval_support import run_answers
 from eval.data.methods import parse_methods
 from eval.grounding import validity
@@ -22,7 +17,6 @@ from eval.grounding.run import evaluate_grounding
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
 from eval.runs.runner import SCORES
-from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.collections import collection_settings
@@ -80,12 +74,7 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
     answers = run_answers(args.run_dir, methods, None)
     scores = list(read_jsonl(args.run_dir / SCORES)) if (args.run_dir / SCORES).is_file() else []
     records = list(JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True))
-    scorer = scorer_settings_for(settings, args)
-    require_token_probabilities(
-        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
-    )
-    warn_if_self_judged(settings, scorer, "support judge")
-    engine = engines.build_engine(scorer)
+    scorer, engine = probability_judge(settings, args, "support judge")
     lookup = index_lookup(collection_settings(settings, args.collection))
     bar = progress_bar(0, "grounding verdicts", enabled=not args.no_progress)
 
@@ -137,11 +126,7 @@ def cmd_validity(args: argparse.Namespace, settings: Settings) -> int:
     lookup = index_lookup(collection_settings(settings, args.collection))
     texts = dict(lookup([str(r["passage_id"]) for r in records]))
     items = validity.probes(records, texts)
-    scorer = scorer_settings_for(settings, args)
-    require_token_probabilities(
-        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
-    )
-    engine = engines.build_engine(scorer)
+    scorer, engine = probability_judge(settings, args, "support judge")
 
     async def go() -> list[dict]:
         async with engine:

@@ -22,7 +22,9 @@ from eval.runs.manifest import scorer_name
 from eval.runs.runner import RUN_LABELS
 from eval.settings import load_lab_settings
 from typed_rag import classifier as type_classifier
+from typed_rag import engines
 from typed_rag.config import Settings
+from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -130,6 +132,19 @@ def warn_if_self_judged(settings: Settings, scorer: Settings, role: str) -> None
             role,
             scorer_name(scorer),
         )
+
+
+def probability_judge(
+    settings: Settings, args: argparse.Namespace, role: str
+) -> tuple[Settings, Engine]:
+    """The scorer settings and engine of a judge that reads yes/no token probabilities
+    (``role``: "support judge"), checked before anything is asked of it."""
+    scorer = scorer_settings_for(settings, args)
+    require_token_probabilities(
+        scorer, f"the {role}", "use a llamacpp judge (--scorer-backend llamacpp)"
+    )
+    warn_if_self_judged(settings, scorer, role)
+    return scorer, engines.build_engine(scorer)
 
 
 def obtain_labels(

@@ -9,18 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from cli.lab.eval_papers import index_lookup
-from cli.lab.eval_shared import (
-    require_token_probabilities,
-    scorer_args,
-    scorer_settings_for,
-    warn_if_self_judged,
-)
+from cli.lab.eval_shared import probability_judge, scorer_args
 from eval.citation_support import common_rows, evaluate_support, render
 from eval.data.methods import parse_methods
 from eval.runs.manifest import read_manifest, scorer_name
 from eval.runs.resume import progress_bar
 from eval.runs.runner import ANSWERS
-from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.store import JsonlStore
@@ -75,12 +69,7 @@ def cmd_support(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be at least 1")
     answers = run_answers(args.run_dir, methods, args.limit)
-    scorer = scorer_settings_for(settings, args)
-    require_token_probabilities(
-        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
-    )
-    warn_if_self_judged(settings, scorer, "support judge")
-    engine = engines.build_engine(scorer)
+    scorer, engine = probability_judge(settings, args, "support judge")
     bar = progress_bar(0, "support verdicts", enabled=not args.no_progress)
     bar.unit = "verdict"
 

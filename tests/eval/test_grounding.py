@@ -180,3 +180,33 @@ async def test_probes_and_their_rates() -> None:
     assert got["copied"] == {"n": 2, "supported": 1.0, "contradicted": 0.0}
     assert got["flipped"] == {"n": 2, "supported": 0.0, "contradicted": 1.0}
     assert got["wrong passage"]["n"] == 2
+
+
+def test_cli_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from cli.main import main
+
+    home = ["--set", f"home={tmp_path / 'home'}", "--set", "engine.backend=fake"]
+    data = tmp_path / "devset.jsonl"
+    run = [*home, "eval", "grounding", str(tmp_path / "run"), "--data", str(data)]
+    assert main([*run, "--when", "before"]) == 2
+    assert f"no devset at {data}" in capsys.readouterr().err
+    data.write_text('{"id": "q1", "question": "Why?"}\n')
+    assert main([*run, "--when", "before"]) == 2
+    assert "run" in capsys.readouterr().err  # not a folder `eval run` made
+    assert (
+        main(
+            [
+                *home,
+                "eval",
+                "grounding-validity",
+                "--data",
+                str(data),
+                "--collection",
+                "x",
+                "--n",
+                "1",
+            ]
+        )
+        == 2
+    )
+    assert "--n must be at least 2" in capsys.readouterr().err
