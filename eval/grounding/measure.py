@@ -39,7 +39,9 @@ CONTRADICTIONS = "contradiction.jsonl"
 
 # An answer that says the shown documents do not hold what was asked. It must name the
 # sources (the documents, passages, references, context) or say "no information": a plain
-# "X does not support Y" is a statement about X, not a decline.
+# "X does not provide Y" is a statement about X, not a decline. (The runtime's
+# finishing.subanswers.says_unknown is broader on purpose, for dropping empty sub-answers;
+# counted as a decline here, an invented "X does not provide Y" would pass as one.)
 _SOURCES = r"(?:documents?|documentation|passages?|references?|sources?|context|provided text)"
 _DECLINE = re.compile(
     rf"\b{_SOURCES}\b[^.]{{0,60}}?\b(?:do(?:es)? not|don't|doesn't|never|fail to)\s+"

@@ -38,6 +38,7 @@ def test_declines_are_recognised(answer: str) -> None:
     "answer",
     [
         "SQLite does not support many concurrent writers [1].",
+        "Why3 does not provide a graphical editor for proofs.",
         "The option does not change the output format.",
         "Use a client/server engine for a busy website [1].",
     ],
