@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.citation_support import VERDICTS, Lookup, Progress, SupportRun, sentences_of
+from eval.citation_support import (
+    SUPPORT_PROMPT,
+    VERDICTS,
+    Lookup,
+    Progress,
+    SupportRun,
+    sentences_of,
+)
 from eval.grounding.measure import (
     CONTRADICTION_PROMPT,
     CONTRADICTIONS,
@@ -25,47 +32,45 @@ from typed_rag.engines.base import Engine
 SUMMARY = "summary.json"
 
 
+Passages = Mapping[str, Mapping[str, str]]  # passage id -> {"title", "text"}
+
+
 async def judge_sentences(
     engine: Engine,
     answers: Sequence[Mapping[str, Any]],
+    passages: Passages,
     folder: Path,
     *,
     model: str,
-    lookup: Lookup | None,
     batch_size: int = 16,
     on_progress: Progress | None = None,
-) -> tuple[dict[tuple[str, str, str], bool | None], dict[tuple[str, str, str], bool | None], int]:
-    """Support and contradiction verdicts of every cited sentence of ``answers``; returns
-    both maps ((method, question id, sentence) -> verdict) and how many verdicts were asked."""
+) -> tuple[dict[tuple[str, str, str], bool | None], dict[tuple[str, str, str], bool | None]]:
+    """Support and contradiction verdicts of every cited sentence of ``answers``:
+    (method, question id, sentence) -> verdict, one map each."""
     sentences = [s for a in answers for s in sentences_of(a)]
-    passages = {
-        str(p["id"]): p for a in answers for p in (a.get("result") or {}).get("passages") or []
-    }
     maps = []
-    asked = 0
-    for prompt, name in ((None, VERDICTS), (CONTRADICTION_PROMPT, CONTRADICTIONS)):
-        kw = {"prompt": prompt} if prompt else {}
-        run = SupportRun(folder, engine, model, batch_size, verdicts=name, **kw)
-        asked += await run.judge_missing(sentences, passages, lookup, on_progress)
-        rows = run.sentence_rows(sentences)
-        maps.append(verdicts_by_sentence(sentences, rows))
-    return maps[0], maps[1], asked
+    for prompt, name in ((SUPPORT_PROMPT, VERDICTS), (CONTRADICTION_PROMPT, CONTRADICTIONS)):
+        run = SupportRun(folder, engine, model, batch_size, prompt=prompt, verdicts=name)
+        await run.judge_missing(sentences, passages, None, on_progress)
+        maps.append(verdicts_by_sentence(sentences, run.sentence_rows(sentences)))
+    return maps[0], maps[1]
 
 
-def passage_texts(answers: Sequence[Mapping[str, Any]], lookup: Lookup | None) -> dict[str, str]:
-    """Passage id -> text of every passage the answers were shown (from the run, else the
-    collection)."""
-    texts: dict[str, str] = {}
+def shown_passages(answers: Sequence[Mapping[str, Any]], lookup: Lookup | None) -> Passages:
+    """Every passage the answers were shown, with its text (from the run, else the
+    collection: one lookup for all that lack it)."""
+    shown: dict[str, dict[str, str]] = {}
     for a in answers:
         for p in (a.get("result") or {}).get("passages") or []:
-            if p.get("text"):
-                texts[str(p["id"])] = str(p["text"])
-            else:
-                texts.setdefault(str(p["id"]), "")
-    missing = [pid for pid, text in texts.items() if not text]
+            pid = str(p["id"])
+            if p.get("text") or pid not in shown:
+                shown[pid] = {"title": str(p.get("title") or ""), "text": str(p.get("text") or "")}
+    missing = [pid for pid, p in shown.items() if not p["text"]]
     if missing and lookup is not None:
-        texts.update({pid: text for pid, (_, text) in lookup(missing).items()})
-    return texts
+        shown.update(
+            {pid: {"title": title, "text": text} for pid, (title, text) in lookup(missing).items()}
+        )
+    return shown
 
 
 def write_rows(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Path:
@@ -97,16 +102,17 @@ async def evaluate_grounding(
     """Judge what is missing, compute each method's row and merge it into the summary."""
     answerable = {str(r["id"]): bool(r.get("answerable", True)) for r in records}
     judged = [a for a in answers if answerable.get(str(a["question_id"]), True)]
-    support, contradiction, _ = await judge_sentences(
+    shown = shown_passages(judged, lookup)
+    support, contradiction = await judge_sentences(
         engine,
         judged,
+        shown,
         out / when,
         model=model,
-        lookup=lookup,
         batch_size=batch_size,
         on_progress=on_progress,
     )
-    texts = passage_texts(judged, lookup)
+    texts = {pid: p["text"] for pid, p in shown.items()}
     rows = []
     for method in methods:
         ranks = {str(s["question_id"]): s.get("rank") for s in scores if s["method"] == method}
