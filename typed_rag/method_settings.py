@@ -66,6 +66,12 @@ class MethodOptions(BaseModel):
         "small loss on the changed answers is what it pays for such talk on graded answers "
         "(results/method/scaffolding).",
     )
+    drop_unshown_spans: bool = Field(
+        False,
+        description="Sentences stating a command, option, file name, identifier or number "
+        "that no shown passage holds are removed (typed_rag.finishing.verify; trace: "
+        "unverified, recorded in every mode; not streamed).",
+    )
     trim_cut_off: bool = Field(
         False,
         description="An answer cut by max_tokens ends at its last complete sentence "
@@ -154,6 +160,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "factoid_guidance": True,
         "drop_passage_copies": True,
         "drop_scaffolding": True,
+        "drop_unshown_spans": True,
     },
 }
 

@@ -56,6 +56,15 @@ class SubAnswer(BaseModel):
     dropped: str | None = None
 
 
+class Unverified(BaseModel):
+    """An answer sentence stating spans (commands, options, file names, numbers) that no
+    shown passage holds (typed_rag.finishing.verify)."""
+
+    sentence: str
+    missing: list[str]
+    removed: bool = False  # method.drop_unshown_spans took it out of the answer
+
+
 class Result(BaseModel):
     """Everything Typed-RAG did for one question."""
 
@@ -77,6 +86,12 @@ class Result(BaseModel):
     # answers a sentence at a time). ``scaffolding`` names the kinds found, also when off.
     unscaffolded: bool = False
     scaffolding: list[str] = Field(default_factory=list)
+    # Sentences whose spans no shown passage holds: recorded in every mode, streamed answers
+    # too; removed from a typed-rag answer under method.drop_unshown_spans.
+    unverified: list[Unverified] = Field(default_factory=list)
+    # What the passages were searched in: "wikipedia", or "documents" (a user's collection),
+    # which typed-rag routes and guides differently (typed_rag.routing.ROUTES).
+    corpus: str = "wikipedia"
     # A follow-up rewritten from its conversation: {"question": the standalone
     # question, "rewritten": bool, ...}. None: the request had no earlier turns.
     rewrite: dict[str, Any] | None = None

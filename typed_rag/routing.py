@@ -7,7 +7,7 @@ what it did (or why it fell back) in the trace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from typed_rag.conversation import (
     parse_rewrite,
     rewrite_messages,
 )
-from typed_rag.pipelines import TYPED, Context, Prepare, plain
+from typed_rag.pipelines import TYPED, Context, Pipeline, Prepare, plain
 from typed_rag.qtree.answering import prepare_outline_guided
 from typed_rag.types import QuestionType
 
@@ -38,20 +38,32 @@ class Routing:
     pipeline: Prepare = plain.RAG.prepare
 
 
+# typed-rag's pipeline by what is searched and the question's type (docs/method.md gives each
+# line's paired evidence). Over Wikipedia: the type's own pipeline. Over a user's documents
+# the typed pipelines' intermediate text (plans, sub-answers, perspectives) lost or overrode
+# what the shown pages say (issue 77; results/grounding/): one answer from the passages,
+# shaped for the type.
+ROUTES: dict[str, Mapping[QuestionType, Pipeline]] = {
+    "wikipedia": TYPED,
+    "documents": dict.fromkeys(QuestionType, plain.GUIDED),
+}
+
+
 def choose(
     mode: str,
     prediction: TypePrediction | None,
     forced: QuestionType | None,
     settings: Settings,
     constrained: bool = False,
+    corpus: str = "wikipedia",
 ) -> Routing:
     """The one place a question's pipeline is chosen.
 
     The type: a forced one wins; an unsure or missing prediction goes to EVIDENCE-BASED
-    (plain RAG). The pipeline: ``llm`` and ``rag`` are the paper's baselines whatever the
-    type; ``typed-rag`` takes the type's pipeline (:data:`~typed_rag.pipelines.TYPED`),
-    or the outline-guided route for a question with coverage constraints under
-    ``constraints.outline``.
+    (plain RAG, which does no harm). The pipeline: ``llm`` and ``rag`` are the paper's
+    baselines whatever the type; ``typed-rag`` takes the pipeline :data:`ROUTES` gives the
+    corpus kind and type, or the outline-guided route for a Wikipedia question with
+    coverage constraints under ``constraints.outline``.
     """
     if forced is not None:
         routing = Routing(forced, "forced", prediction)
@@ -65,10 +77,10 @@ def choose(
         routing.pipeline = plain.LLM.prepare
     elif mode == "rag":
         routing.pipeline = plain.RAG.prepare
-    elif constrained and settings.constraints.outline:
+    elif constrained and settings.constraints.outline and corpus == "wikipedia":
         routing.pipeline = prepare_outline_guided
     else:
-        routing.pipeline = TYPED[routing.type].prepare
+        routing.pipeline = ROUTES[corpus][routing.type].prepare
     return routing
 
 

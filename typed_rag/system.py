@@ -44,7 +44,7 @@ from typed_rag.progress import Progress, ProgressSink
 from typed_rag.request import AnswerRequest, RequestFields, Resolved
 from typed_rag.result import Result
 from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_reranking
-from typed_rag.retrieval.collections import WIKI, CollectionRetrievers
+from typed_rag.retrieval.collections import WIKI, CollectionRetrievers, Corpus, corpus_kind
 from typed_rag.routing import TypeArg, choose, detect_constraints, make_standalone
 from typed_rag.types import QuestionType
 
@@ -72,6 +72,8 @@ class TypedRAG:
         self.classifier = classifier
         # the document collections that requests name (``collection``), opened on first use
         self.collections = CollectionRetrievers(settings, reranker)
+        # what this instance's own index holds (``retrieval.index_dir`` may be a collection)
+        self.corpus: Corpus = corpus_kind(settings.index_dir)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TypedRAG:
@@ -133,6 +135,10 @@ class TypedRAG:
         for plan_prompt in prompts:
             await self.engine.prefill(plan_prompt("", opts))
         return len(prompts)
+
+    def corpus_for(self, collection: str | None) -> Corpus:
+        """What a request's passages are searched in: a named collection holds documents."""
+        return self.corpus if collection is None or collection == WIKI else "documents"
 
     def retriever_for(self, collection: str | None) -> Retriever | None:
         """The retriever of a request: its ``collection``'s, or this instance's own."""
@@ -310,6 +316,7 @@ class TypedRAG:
         self, request: Resolved, result: Result, on_event: ProgressSink | None = None
     ) -> Context:
         chat = request.asked.chat
+        result.corpus = self.corpus_for(request.asked.collection)
         return Context(
             question=request.question,
             settings=self.settings,
@@ -318,6 +325,7 @@ class TypedRAG:
             top_k=request.top_k,
             seed=request.seed,
             retriever=self.retriever_for(request.asked.collection),
+            corpus=result.corpus,
             reranker=self.reranker,
             sampling=request.sampling,
             priority=1 if request.short else 0,
@@ -352,7 +360,12 @@ class TypedRAG:
         else:
             prediction = None
         routing = choose(
-            mode, prediction, request.force_type, self.settings, ctx.constraints is not None
+            mode,
+            prediction,
+            request.force_type,
+            self.settings,
+            ctx.constraints is not None,
+            ctx.corpus,
         )
         result.type = routing.type.value
         result.type_source = routing.source

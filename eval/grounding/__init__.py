@@ -1,2 +1,2 @@
 """Faithfulness of answers to the passages they show: judge-free checks first
-(:mod:`eval.grounding.code_spans`), beside the support judge of :mod:`eval.citation_support`."""
+(:mod:`typed_rag.finishing.code_spans`), beside the support judge of :mod:`eval.citation_support`."""

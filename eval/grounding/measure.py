@@ -10,7 +10,7 @@ each answer of an ``eval run`` is measured against what it was shown:
   the same judge as a separate yes/no question (a sentence can be unsupported without being
   contradicted; a contradicted one is the worse failure, counted apart);
 - ``code_span_faithful_share``: answers whose every command, option, file name, identifier
-  and number occurs in a shown passage (:mod:`eval.grounding.code_spans`), of the answers
+  and number occurs in a shown passage (:mod:`typed_rag.finishing.code_spans`), of the answers
   with any;
 - ``unanswerable_declined_share``: answers to the questions the collection cannot answer
   (``"answerable": false``) that say the documents do not hold the answer (:func:`declines`);
@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eval.citation_support import CitedSentence
-from eval.grounding.code_spans import check_spans
 from typed_rag.finishing.citations import cited_sentences, split_sentences
+from typed_rag.finishing.code_spans import check_spans
 
 CONTRADICTION_PROMPT = (
     "Does the passage contradict the statement? Answer yes only if the passage says the "

@@ -10,6 +10,8 @@ from fpdf import FPDF
 from PIL import Image
 from pypdf import PdfWriter
 
+from typed_rag.config import Settings
+
 
 def write_pdf(path: Path, pages: list[tuple[str | None, str]], title: str = "") -> Path:
     """A PDF with one page per ``(bookmark or None, text)``; bookmarks make its outline."""
@@ -76,3 +78,22 @@ LOREM = (
     "Maintenance records are kept for every machine in the workshop. Each entry names "
     "the technician, the date and the parts that were replaced. "
 )
+
+
+def shop_settings(tmp_path: Path) -> Settings:
+    """Server settings (fake engine) with collection ``shop`` built: a two-page PDF manual
+    (oil change every 2000 hours on page 2, section Hydraulics) and a Markdown note."""
+    from indexes.documents import build_collection
+    from tests.serving.conftest import server_settings
+
+    settings = server_settings(tmp_path, **{"retrieval.backend": "numpy"})
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_pdf(
+        docs / "press.pdf",
+        [("Safety", "Wear goggles."), ("Hydraulics", "Change the hydraulic oil every 2000 hours.")],
+        title="Press Brake Manual",
+    )
+    (docs / "notes.md").write_text("# Notes\n\n## Coolant\n\nTop up the coolant weekly.\n")
+    build_collection(settings, "shop", [docs], show_progress=False, workers=0)
+    return settings

@@ -8,26 +8,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from indexes.documents import build_collection
-from tests.documents.makers import write_pdf
-from tests.serving.conftest import live_server, make_rag, server_settings
+from tests.documents.makers import shop_settings
+from tests.serving.conftest import live_server, make_rag
 from typed_rag.config import Settings
 from typed_rag.request import AnswerRequest, RequestError
 
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
-    settings = server_settings(tmp_path, **{"retrieval.backend": "numpy"})
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    write_pdf(
-        docs / "press.pdf",
-        [("Safety", "Wear goggles."), ("Hydraulics", "Change the hydraulic oil every 2000 hours.")],
-        title="Press Brake Manual",
-    )
-    (docs / "notes.md").write_text("# Notes\n\n## Coolant\n\nTop up the coolant weekly.\n")
-    build_collection(settings, "shop", [docs], show_progress=False, workers=0)
-    return settings
+    return shop_settings(tmp_path)
 
 
 def ask(url: str, **extra: object) -> httpx.Response:

@@ -13,6 +13,7 @@ from typed_rag.finishing.citations import attach_citations, check_citations, str
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.finishing.scaffolding import add_kinds, unscaffold
 from typed_rag.finishing.sentences import answer_pieces, sentence_ends
+from typed_rag.finishing.verify import verify_spans
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import Result
 
@@ -99,6 +100,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     ``method.drop_passage_copies`` say. In every mode, talk about the pipeline ("Perspective
     1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer was
     rewritten as it streamed (:func:`unscaffold_stream`), and what is left is recorded.
+    Last, sentences stating spans no shown passage holds are recorded, and removed from a
+    typed-rag answer not streamed under ``method.drop_unshown_spans`` (:func:`verify_spans`).
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -133,6 +136,9 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         if opts.drop_scaffolding:
             result.unscaffolded = guard.answer != result.answer
             result.answer = guard.answer
+    drop = opts.drop_unshown_spans and result.mode == "typed-rag" and not streamed
+    verified = verify_spans(result.answer, [p.text for p in result.passages], drop)
+    result.answer, result.unverified = verified.answer, verified.unverified
     result.citations = check_citations(result.answer, shown).valid
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -69,6 +69,8 @@ class Context:
     top_k: int  # passages per query, and seed and sampling: the resolved request's
     seed: int
     retriever: Retriever | None = None
+    # "documents" (a user's collection) or "wikipedia": what the retriever searches
+    corpus: str = "wikipedia"
     reranker: Reranker | None = None
     sampling: SamplingSettings | None = None  # per-request override of settings.sampling
     # Engine queue priority of this question's calls (1: a short request, it goes first).

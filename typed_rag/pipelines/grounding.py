@@ -19,6 +19,7 @@ from typed_rag.pipelines.base import Context, Final
 from typed_rag.pipelines.prompting import (
     ANSWER_SHAPES,
     CORE_DEFINITION,
+    DOCUMENTS_ONLY,
     DRAFT_USE,
     OWN_KNOWLEDGE,
     STRICT_CITE_RULE,
@@ -50,14 +51,19 @@ async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> 
         lines.append(CORE_DEFINITION)
     if opts.require_citations and ctx.result.passages:
         lines.append(STRICT_CITE_RULE)
+    if ctx.corpus == "documents" and ctx.result.passages:
+        lines.append(DOCUMENTS_ONLY)
     messages, own_lines = await with_own_knowledge(ctx, messages)
     return with_guidance(messages, lines + own_lines)
 
 
 def own_knowledge(ctx: Context) -> str:
-    """``method.own_knowledge`` as it applies to this question's type."""
+    """``method.own_knowledge`` as it applies to this question's type; never over a user's
+    documents, whose answer is what the documents say (a draft is the model's memory)."""
     opts = options(ctx)
-    return opts.own_knowledge if ctx.result.type in opts.own_knowledge_types else "off"
+    if ctx.corpus == "documents" or ctx.result.type not in opts.own_knowledge_types:
+        return "off"
+    return opts.own_knowledge
 
 
 async def with_own_knowledge(ctx: Context, messages: Messages) -> tuple[Messages, list[str]]:

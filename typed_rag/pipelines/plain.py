@@ -2,7 +2,8 @@
 
 Typed-RAG answers EVIDENCE-BASED and NOT-A-QUESTION this way, FACTOID the same way
 plus the closed-book draft when ``method.own_knowledge_types`` lists it
-(:func:`prepare_factoid`), and every typed pipeline falls back to
+(:func:`prepare_factoid`), every question over a user's documents with the final-answer
+guidance (:func:`prepare_guided`), and every typed pipeline falls back to
 :func:`prepare_rag` when its plan fails.
 """
 
@@ -47,11 +48,19 @@ async def prepare_factoid(ctx: Context) -> Final:
 
     With ``method.factoid_guidance`` the answer gets the typed pipelines' final-answer
     guidance."""
-    final = await prepare_rag(ctx)
     if options(ctx).factoid_guidance:
-        return Final(final.step, await guide(ctx, final.messages))
+        return await prepare_guided(ctx)
+    final = await prepare_rag(ctx)
     messages, lines = await with_own_knowledge(ctx, final.messages)
     return Final(final.step, with_guidance(messages, lines))
+
+
+async def prepare_guided(ctx: Context) -> Final:
+    """Plain RAG with the typed pipelines' final-answer guidance (the type's answer shape,
+    the citation rule; over documents, the documents-only rule): one retrieval, one answer
+    from the passages, no intermediate text between them and the answer."""
+    final = await prepare_rag(ctx)
+    return Final(final.step, await guide(ctx, final.messages))
 
 
 def union_by_id(
@@ -139,3 +148,4 @@ async def answer_sub_queries(
 LLM = Pipeline(prepare_llm)
 RAG = Pipeline(prepare_rag)
 FACTOID = Pipeline(prepare_factoid)
+GUIDED = Pipeline(prepare_guided)

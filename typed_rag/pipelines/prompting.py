@@ -88,6 +88,13 @@ CORE_DEFINITION = (
     "answer covers each of them, the most important first."
 )
 
+# Over a user's documents (issue 77): the answer is what the shown pages say.
+DOCUMENTS_ONLY = (
+    "Answer only with what the references above say. Copy commands, options, file names, "
+    "settings and numbers exactly as the references write them. If the references do not "
+    "answer the question, say that the documents do not say, and do not answer from memory."
+)
+
 STRICT_CITE_RULE = (
     "Cite the reference numbers shown above in square brackets right after each statement "
     "they support, for example [1] or [2][3]. Use only numbers that appear above; every "

@@ -18,7 +18,7 @@ import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
@@ -31,6 +31,7 @@ from typed_rag.retrieval.reranked import with_reranking
 WIKI = "wiki"  # the default collection: the Wikipedia index at settings.index_dir
 COLLECTIONS_DIR = "collections"
 COLLECTION_KEY = "collection"  # the manifest section a documents build writes
+Corpus = Literal["wikipedia", "documents"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -75,6 +76,13 @@ def collection_dir(settings: Settings, name: str) -> Path:
     return collections_root(settings) / check_name(name)
 
 
+def corpus_kind(folder: Path) -> Corpus:
+    """``documents`` for an index built from a user's files (its manifest has the
+    ``collection`` section), else ``wikipedia``: the one place that decides it, since
+    typed-rag routes and guides the two differently (:data:`typed_rag.routing.ROUTES`)."""
+    return "documents" if COLLECTION_KEY in (read_manifest(folder) or {}) else "wikipedia"
+
+
 def _info(name: str, folder: Path, settings: Settings) -> CollectionInfo:
     manifest = read_manifest(folder)
     search = served_kind(settings, folder)
@@ -82,7 +90,7 @@ def _info(name: str, folder: Path, settings: Settings) -> CollectionInfo:
         counts = (manifest or {}).get("counts", {})
         return CollectionInfo(
             name=WIKI,
-            kind="wikipedia",
+            kind=corpus_kind(folder),
             folder=str(folder),
             built=manifest is not None,
             passages=counts.get("passages"),

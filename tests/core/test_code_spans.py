@@ -3,7 +3,7 @@ passage, prose with numbers and abbreviations that are not spans."""
 
 from __future__ import annotations
 
-from eval.grounding.code_spans import check_spans, code_spans, faithful_share
+from typed_rag.finishing.code_spans import check_spans, code_spans, faithful_share
 
 GIT_PAGE = (
     "To undo the last commit but keep its changes staged, run git reset --soft HEAD^ and "

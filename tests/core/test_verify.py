@@ -1,0 +1,53 @@
+"""The check after generation (typed_rag.finishing.verify): sentences stating spans that no
+shown passage holds are found, and removed only when asked and only when something is left."""
+
+from __future__ import annotations
+
+from typed_rag.finishing.verify import verify_spans
+from typed_rag.pipelines import TYPED, plain
+from typed_rag.routing import ROUTES, choose
+from typed_rag.types import QuestionType
+
+PASSAGES = ["To undo the last commit but keep its changes, run git reset --soft HEAD^."]
+
+
+def test_a_sentence_with_a_command_the_page_does_not_give_is_removed() -> None:
+    answer = (
+        "Run `git reset --soft HEAD^` [1]. Then run `git commit -a` to commit again [1]. "
+        "The changes stay in the working tree [1]."
+    )
+    verified = verify_spans(answer, PASSAGES, drop=True)
+    assert (
+        verified.answer
+        == "Run `git reset --soft HEAD^` [1]. The changes stay in the working tree [1]."
+    )
+    (u,) = verified.unverified
+    assert u.missing == ["git commit -a"] and u.removed
+
+
+def test_recorded_but_kept_when_not_dropping_or_when_nothing_would_be_left() -> None:
+    wrong = "Use `git stash` [1]."
+    kept = verify_spans(wrong + " It keeps the changes [1].", PASSAGES, drop=False)
+    assert kept.answer.startswith(wrong) and not kept.unverified[0].removed
+    alone = verify_spans(wrong, PASSAGES, drop=True)
+    assert alone.answer == wrong and [u.missing for u in alone.unverified] == [["git stash"]]
+    assert not alone.unverified[0].removed
+
+
+def test_a_faithful_answer_is_untouched() -> None:
+    answer = "Run `git reset --soft HEAD^`; the changes are kept [1]."
+    verified = verify_spans(answer, PASSAGES, drop=True)
+    assert verified.answer == answer and verified.unverified == []
+
+
+def test_routes_by_corpus_kind(settings) -> None:  # type: ignore[no-untyped-def]
+    for qtype in QuestionType:
+        docs = choose("typed-rag", None, qtype, settings, corpus="documents")
+        wiki = choose("typed-rag", None, qtype, settings, corpus="wikipedia")
+        assert docs.pipeline is plain.GUIDED.prepare and docs.type is qtype
+        assert wiki.pipeline is TYPED[qtype].prepare
+    assert set(ROUTES) == {"wikipedia", "documents"}
+    # the baselines stay the paper's whatever is searched
+    assert choose("rag", None, QuestionType.REASON, settings, corpus="documents").pipeline is (
+        plain.RAG.prepare
+    )

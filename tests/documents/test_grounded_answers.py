@@ -1,0 +1,61 @@
+"""Over a user's documents typed-rag answers from the passages alone (issue 77): one answer
+shaped for the type, no closed-book draft, the documents-only rule in the prompt, and
+sentences stating a command or number no shown passage holds removed (kept, and recorded,
+by the RAG baseline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.documents.makers import shop_settings
+from tests.serving.conftest import ProbeEngine, make_rag
+from typed_rag.config import Settings
+from typed_rag.engines.base import ChatRequest
+from typed_rag.pipelines.prompting import DOCUMENTS_ONLY
+
+INVENTED = "Then run `oilctl --reset` to clear the counter [1]."
+ANSWER = f"Change the hydraulic oil every 2000 hours [1]. {INVENTED}"
+QUESTION = "Why is the hydraulic oil changed every 2000 hours?"
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Settings:
+    return shop_settings(tmp_path)
+
+
+def reply(request: ChatRequest) -> str:
+    if request.json_schema is not None:  # a plan: no typed pipeline should ask for one
+        return '{"sub_queries": ["a", "b"]}'
+    return ANSWER
+
+
+async def test_reason_over_documents_is_one_answer_from_the_passages(settings: Settings) -> None:
+    engine = ProbeEngine(reply)
+    async with make_rag(settings, engine) as rag:
+        result = await rag.answer(QUESTION, force_type="REASON", collection="shop")
+        wiki = await rag.answer(QUESTION, force_type="REASON")
+    assert result.corpus == "documents" and wiki.corpus == "wikipedia"
+    steps = [c.step for c in result.calls]
+    assert steps == ["answer"], steps  # no plan, no sub-answers, no draft
+    assert "draft" not in result.plan
+    final_prompt = engine.calls[0].messages[-1]["content"]
+    assert DOCUMENTS_ONLY in final_prompt and "own knowledge" not in final_prompt
+    # the invented command left the answer; the trace says which sentence and why
+    assert result.answer == "Change the hydraulic oil every 2000 hours [1]."
+    (gone,) = result.unverified
+    assert gone.removed and gone.missing == ["oilctl --reset"]
+    assert gone.sentence.startswith("Then run `oilctl --reset`")
+    # the same question over Wikipedia still takes the REASON pipeline (plan, draft, answer)
+    assert [c.step for c in wiki.calls][:1] == ["plan"] and "draft" in wiki.plan
+
+
+async def test_rag_baseline_records_unverified_sentences_but_keeps_them(
+    settings: Settings,
+) -> None:
+    async with make_rag(settings, ProbeEngine(reply)) as rag:
+        result = await rag.answer(QUESTION, mode="rag", collection="shop")
+    assert result.answer == ANSWER
+    assert [u.sentence for u in result.unverified] == [INVENTED]
+    assert not result.unverified[0].removed
