@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from cli.lab.eval_shared import probability_judge, scorer_args
 from cli.lab.eval_support import run_answers
 from eval.data.methods import parse_methods
 from eval.grounding import validity
-from eval.grounding.run import evaluate_grounding
+from eval.grounding.run import JUDGES, evaluate_grounding
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
 from eval.runs.runner import SCORES
@@ -47,6 +48,12 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default="llm,rag,typed-rag", help="the run's methods (comma list)")
     p.add_argument("--out", type=Path, default=Path("results/grounding"), help="output folder")
     p.add_argument("--batch-size", type=int, default=16, help="judge requests per engine call")
+    p.add_argument(
+        "--judges",
+        default=",".join(JUDGES),
+        help="comma list of support,contradiction; 'none': the judge-free measures only "
+        "(code spans, uncited, declines, MRR), no model loaded",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     scorer_args(p, "judge")
     p.set_defaults(func=cmd_grounding)
@@ -67,6 +74,17 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_validity)
 
 
+def parse_judges(text: str) -> list[str]:
+    """``--judges``: a comma list of the judges, or ``none``."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [n for n in names if n not in JUDGES]
+    if unknown or not names:
+        raise UserError(f"--judges: use a comma list of {', '.join(JUDGES)}, or none")
+    return list(dict.fromkeys(names))
+
+
 def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     if not args.data.is_file():
@@ -74,7 +92,8 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
     answers = run_answers(args.run_dir, methods, None)
     scores = list(read_jsonl(args.run_dir / SCORES)) if (args.run_dir / SCORES).is_file() else []
     records = list(JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True))
-    scorer, engine = probability_judge(settings, args, "support judge")
+    judges = parse_judges(args.judges)
+    scorer, engine = probability_judge(settings, args, "support judge") if judges else (None, None)
     lookup = index_lookup(collection_settings(settings, args.collection))
     bar = progress_bar(0, "grounding verdicts", enabled=not args.no_progress)
 
@@ -83,21 +102,25 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
         bar.update(done - bar.n)
 
     async def go() -> list[dict]:
+        run = functools.partial(
+            evaluate_grounding,
+            answers=answers,
+            records=records,
+            scores=scores,
+            out=args.out,
+            when=args.when,
+            model=scorer_name(scorer) if scorer is not None else "",
+            methods=methods,
+            lookup=lookup,
+            batch_size=args.batch_size,
+            on_progress=progress,
+            meta={"data": str(args.data), "collection": args.collection},
+            judges=judges,
+        )
+        if engine is None:
+            return await run(None)
         async with engine:
-            return await evaluate_grounding(
-                engine,
-                answers,
-                records,
-                scores,
-                args.out,
-                when=args.when,
-                model=scorer_name(scorer),
-                methods=methods,
-                lookup=lookup,
-                batch_size=args.batch_size,
-                on_progress=progress,
-                meta={"data": str(args.data), "collection": args.collection},
-            )
+            return await run(engine)
 
     try:
         rows = asyncio.run(go())

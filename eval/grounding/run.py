@@ -30,6 +30,11 @@ from eval.grounding.measure import (
 from typed_rag.engines.base import Engine
 
 SUMMARY = "summary.json"
+JUDGES = ("support", "contradiction")
+_JUDGE_FILES = {
+    "support": (SUPPORT_PROMPT, VERDICTS),
+    "contradiction": (CONTRADICTION_PROMPT, CONTRADICTIONS),
+}
 
 
 Passages = Mapping[str, Mapping[str, str]]  # passage id -> {"title", "text"}
@@ -44,16 +49,19 @@ async def judge_sentences(
     model: str,
     batch_size: int = 16,
     on_progress: Progress | None = None,
+    judges: Sequence[str] = JUDGES,
 ) -> tuple[dict[tuple[str, str, str], bool | None], dict[tuple[str, str, str], bool | None]]:
     """Support and contradiction verdicts of every cited sentence of ``answers``:
-    (method, question id, sentence) -> verdict, one map each."""
+    (method, question id, sentence) -> verdict, one map each (empty for a judge not in
+    ``judges``)."""
     sentences = [s for a in answers for s in sentences_of(a)]
-    maps = []
-    for prompt, name in ((SUPPORT_PROMPT, VERDICTS), (CONTRADICTION_PROMPT, CONTRADICTIONS)):
-        run = SupportRun(folder, engine, model, batch_size, prompt=prompt, verdicts=name)
+    maps: dict[str, dict[tuple[str, str, str], bool | None]] = {name: {} for name in JUDGES}
+    for name in judges:
+        prompt, verdicts = _JUDGE_FILES[name]
+        run = SupportRun(folder, engine, model, batch_size, prompt=prompt, verdicts=verdicts)
         await run.judge_missing(sentences, passages, None, on_progress)
-        maps.append(verdicts_by_sentence(sentences, run.sentence_rows(sentences)))
-    return maps[0], maps[1]
+        maps[name] = verdicts_by_sentence(sentences, run.sentence_rows(sentences))
+    return maps["support"], maps["contradiction"]
 
 
 def shown_passages(answers: Sequence[Mapping[str, Any]], lookup: Lookup | None) -> Passages:
@@ -75,6 +83,7 @@ def shown_passages(answers: Sequence[Mapping[str, Any]], lookup: Lookup | None) 
 
 def write_rows(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Path:
     """Merge ``rows`` into ``out/summary.json`` (a row per method and ``when``)."""
+    out.mkdir(parents=True, exist_ok=True)
     path = out / SUMMARY
     old = json.loads(path.read_text())["rows"] if path.is_file() else []
     new_keys = {(r["method"], r["when"]) for r in rows}
@@ -85,7 +94,7 @@ def write_rows(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, 
 
 
 async def evaluate_grounding(
-    engine: Engine,
+    engine: Engine | None,
     answers: Sequence[Mapping[str, Any]],
     records: Sequence[Mapping[str, Any]],
     scores: Sequence[Mapping[str, Any]],
@@ -98,25 +107,31 @@ async def evaluate_grounding(
     batch_size: int = 16,
     on_progress: Progress | None = None,
     meta: Mapping[str, Any] | None = None,
+    judges: Sequence[str] = JUDGES,
 ) -> list[dict[str, Any]]:
-    """Judge what is missing, compute each method's row and merge it into the summary."""
+    """Judge what is missing, compute each method's row and merge it into the summary.
+    Without ``judges`` (and ``engine``) the rows hold the judge-free measures only (code
+    spans, uncited sentences, declines, MRR), the judged shares None."""
     answerable = {str(r["id"]): bool(r.get("answerable", True)) for r in records}
     judged = [a for a in answers if answerable.get(str(a["question_id"]), True)]
     shown = shown_passages(judged, lookup)
-    support, contradiction = await judge_sentences(
-        engine,
-        judged,
-        shown,
-        out / when,
-        model=model,
-        batch_size=batch_size,
-        on_progress=on_progress,
-    )
+    support, contradiction = {}, {}
+    if engine is not None and judges:
+        support, contradiction = await judge_sentences(
+            engine,
+            judged,
+            shown,
+            out / when,
+            model=model,
+            batch_size=batch_size,
+            on_progress=on_progress,
+            judges=judges,
+        )
     texts = {pid: p["text"] for pid, p in shown.items()}
     rows = []
     for method in methods:
         ranks = {str(s["question_id"]): s.get("rank") for s in scores if s["method"] == method}
         row = method_row(method, answers, answerable, support, contradiction, ranks, texts)
-        rows.append({**row, "when": when, "judge": model})
+        rows.append({**row, "when": when, "judge": model if judges else None})
     write_rows(out, rows, dict(meta or {}))
     return rows

@@ -119,6 +119,12 @@ async def test_rows_on_known_answers(tmp_path: Path) -> None:
         ("typed-rag", "before"),
         ("rag", "after"),
     ]
+    # without judges: no engine, the judge-free measures as before, the judged ones None
+    bare = await evaluate_grounding(None, answers, records, scores, tmp_path / "b", **kw, judges=())
+    free = ("uncited_share", "code_span_faithful_share", "unanswerable_declined_share", "mrr")
+    for row, judged in zip(bare, rows, strict=True):
+        assert row["supported_share"] is None and row["contradiction_share"] is None
+        assert [row[k] for k in free] == [judged[k] for k in free] and row["judge"] is None
 
 
 @pytest.mark.parametrize(
