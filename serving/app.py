@@ -19,16 +19,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import errors, openapi
+from serving import documents_api, errors, openapi
 from serving.admission import Admission
 from serving.errors import APIError
+from serving.jobs import JobQueue
 from serving.metrics import ServerMetrics
 from serving.responses import ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from typed_rag.config import Settings
 from typed_rag.pipelines import MODES
-from typed_rag.retrieval.collections import CollectionInfo, list_collections
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,16 @@ def create_app(
     state = ServerState(settings, rag, on_fatal=on_fatal)
     admission = Admission(server.max_concurrent, server.max_queue, metrics, server.short_slots)
     chat = OpenAIServingChat(state, admission, metrics)
+    jobs = JobQueue(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        jobs.recover()
+        if settings.documents.uploads == "on" and not server.api_key:
+            log.warning(
+                "documents.uploads is on without server.api_key: anyone who reaches this "
+                "server can upload files and start indexing jobs"
+            )
         loader = asyncio.create_task(state.load())
         try:
             yield
@@ -61,6 +68,7 @@ def create_app(
             if not loader.done():
                 loader.cancel()
                 await asyncio.gather(loader, return_exceptions=True)
+            await jobs.close()
             await state.close()
 
     app = FastAPI(
@@ -74,6 +82,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.admission = admission
     app.state.chat = chat
+    app.state.jobs = jobs
 
     async def require_key(request: Request) -> None:
         expected = server.api_key
@@ -102,8 +111,10 @@ def create_app(
     @app.get("/v1/collections", dependencies=[Depends(require_key)])
     async def collections() -> JSONResponse:
         """The collections a request's ``collection`` field may name."""
-        infos = await asyncio.to_thread(list_collections, settings)
-        return JSONResponse({"object": "list", "data": [_collection_card(c) for c in infos]})
+        cards = await asyncio.to_thread(documents_api.collection_cards, settings)
+        return JSONResponse({"object": "list", "data": cards})
+
+    documents_api.install(app, settings, jobs, require_key)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -130,13 +141,6 @@ def create_app(
     if server.ui:
         _mount_ui(app, settings)
     return app
-
-
-def _collection_card(info: CollectionInfo) -> dict[str, Any]:
-    """A collection as a client sees it: no server paths beyond the documents' own roots."""
-    card = info.to_dict()
-    card.pop("folder", None)
-    return {"id": info.name, "object": "collection", **card}
 
 
 def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
