@@ -160,7 +160,7 @@ def install(
         existing = uploads.stored_files(folder)
         present = {f.filename for f in existing}
         for upload in form_files:
-            filename = uploads.check_filename(upload.filename, seen)
+            filename = uploads.check_filename(uploads.sent_filename(upload), seen)
             uploads.check_type(filename)
             if filename in present:
                 raise errors.bad_request(

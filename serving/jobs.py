@@ -221,6 +221,7 @@ class JobQueue:
         else:  # the last file was deleted: the collection has no index any more
             args = ["index", "delete", "--name", job.collection]
         proc = await self._spawn(args, job)
+        self._save(job)  # with its pid
         output = asyncio.ensure_future(proc.communicate())
         try:
             saved = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -68,6 +69,16 @@ def find_file(folder: Path, ref: str) -> StoredFile | None:
         if ref in (f.id, f.filename):
             return f
     return None
+
+
+def sent_filename(upload: UploadFile) -> str | None:
+    """The file name as the client sent it. The multipart parser keeps only what follows
+    the last backslash (old browsers sent Windows paths); such a name is refused here."""
+    raw = upload.headers.get("content-disposition", "")
+    found = re.search(r'filename="([^"]*)"', raw)
+    if found and "\\" in found.group(1):
+        return found.group(1)
+    return upload.filename
 
 
 def check_filename(name: str | None, seen: set[str]) -> str:
