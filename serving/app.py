@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving import documents_api, errors, openapi
@@ -143,6 +144,16 @@ def create_app(
     return app
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method of every route at this path (Starlette names only the first route's,
+    and a path such as ``/v1/collections`` has a GET route and a POST route)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
+
+
 def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, APIError)
@@ -161,7 +172,7 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
         if exc.status_code == 404:
             err = errors.not_found(f"no such endpoint: {request.method} {request.url.path}")
         elif exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
+            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
             err = errors.method_not_allowed(
                 f"method {request.method} is not allowed on {request.url.path}"
                 + (f"; allowed: {allow}" if allow else "")

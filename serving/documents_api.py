@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -154,12 +154,18 @@ def install(
     async def upload_files(name: str, request: Request) -> JSONResponse:
         """Store the uploads and answer at once with the job that indexes them."""
         folder = _uploads_of(settings, name)
-        form_files = await _read_files(request, settings)
+        form = await _read_form(request, settings)
+        try:
+            return await _store_and_submit(name, folder, _files_of(form))
+        finally:
+            await form.close()  # the spooled uploads, whatever was refused
+
+    async def _store_and_submit(name: str, folder: Path, files: list[UploadFile]) -> JSONResponse:
         seen: set[str] = set()
         checked: list[tuple[str, UploadFile]] = []
         existing = uploads.stored_files(folder)
         present = {f.filename for f in existing}
-        for upload in form_files:
+        for upload in files:
             filename = uploads.check_filename(uploads.sent_filename(upload), seen)
             uploads.check_type(filename)
             if filename in present:
@@ -171,11 +177,7 @@ def install(
                 )
             checked.append((filename, upload))
         uploads.check_sizes(settings, checked, existing)
-        try:
-            stored = await uploads.store(folder, checked)
-        finally:
-            for _, upload in checked:
-                await upload.close()
+        stored = await uploads.store(folder, checked)
         job = jobs.submit(name, "add", [f.filename for f in stored])
         body = job.to_json()
         body["uploaded"] = [uploads.file_card(f, "queued", collection=name) for f in stored]
@@ -279,7 +281,7 @@ def _after_jobs(f: uploads.StoredFile, finished: list[Job], name: str) -> dict[s
         if outcome and outcome.get("state") == "skipped":
             return uploads.file_card(f, "skipped", {"reason": outcome.get("reason")}, name)
         if job.status == "failed" and (f.filename in job.files or job.outcomes):
-            reason = f"{job.error} ({job.id}); upload again after deleting it, or upload more"
+            reason = f"{job.error} ({job.id}); the collection's next job reads it again"
             return uploads.file_card(f, "failed", {"reason": reason}, name)
     reason = "no job indexed it (the server stopped first?); delete it and upload it again"
     return uploads.file_card(f, "failed", {"reason": reason}, name)
@@ -353,8 +355,8 @@ def _job(jobs: JobQueue, job_id: str) -> Job:
     return job
 
 
-async def _read_files(request: Request, settings: Settings) -> list[UploadFile]:
-    """The request's file parts (field ``files``, or ``file``), within the size limits."""
+async def _read_form(request: Request, settings: Settings) -> FormData:
+    """The request's multipart form, within the size limits."""
     content_type = request.headers.get("content-type", "")
     if content_type.split(";")[0].strip().lower() != "multipart/form-data":
         raise APIError(
@@ -382,8 +384,7 @@ async def _read_files(request: Request, settings: Settings) -> list[UploadFile]:
     except StarletteHTTPException as exc:
         detail = str(exc.detail)
         if detail.startswith("Too many files"):
-            raise APIError(
-                413,
+            raise errors.bad_request(
                 f"too many files in one request: at most {uploads.MAX_FILES_PER_REQUEST}; "
                 "send the rest in another",
                 code="too_many_files",
@@ -394,6 +395,11 @@ async def _read_files(request: Request, settings: Settings) -> list[UploadFile]:
         raise errors.bad_request(
             "the client disconnected before sending the whole body", code="incomplete_body"
         ) from None
+    return form
+
+
+def _files_of(form: FormData) -> list[UploadFile]:
+    """The form's file parts (field ``files``, or ``file``); a 400 without any."""
     files: list[UploadFile] = []
     for key, value in form.multi_items():
         if isinstance(value, UploadFile):
@@ -428,3 +434,101 @@ def _limit_stream(request: Request, limit: int, error: APIError) -> None:
         return message
 
     request._receive = counted  # type: ignore[method-assign]
+
+
+# -- the OpenAPI document ------------------------------------------------------------
+
+OBJECT = {"type": "object", "additionalProperties": True}
+# (path, method) -> (success status, its description, the error statuses)
+ROUTES: dict[tuple[str, str], tuple[int, str, tuple[int, ...]]] = {
+    ("/v1/collections", "post"): (201, "the new, empty collection", (400, 409, 413)),
+    ("/v1/collections/{name}", "delete"): (200, "deleted", (400, 404, 409)),
+    ("/v1/collections/{name}/files", "post"): (
+        202,
+        "stored; the job that indexes them (Location: /v1/jobs/ID)",
+        (400, 404, 409, 413, 415),
+    ),  # fmt: skip
+    ("/v1/collections/{name}/files", "get"): (200, "the documents and their state", (400, 404)),
+    ("/v1/collections/{name}/files/{file_id}", "delete"): (
+        202,
+        "removed; the job that rebuilds the collection",
+        (400, 404, 409),
+    ),  # fmt: skip
+    ("/v1/jobs", "get"): (200, "the jobs, newest first", ()),
+    ("/v1/jobs/{job_id}", "get"): (200, "the job", (404,)),
+    ("/v1/jobs/{job_id}/events", "get"): (200, "the job as server-sent events", (404,)),
+}
+ERRORS = {
+    400: "a bad name, file name or body (`param` names it)",
+    401: "the Bearer key is missing or wrong",
+    403: "the documents API is off (`documents.uploads`, `server.api_key`)",
+    404: "no such collection, file or job",
+    409: "the collection exists, is built on the server, or is being built",
+    413: "a file, the request or the collection over its limit (the message names it)",
+    415: "not multipart/form-data, or a file type that is not indexed",
+}
+
+
+def describe(doc: dict[str, Any], error_response: dict[str, Any], *, auth: bool) -> None:
+    """Document the routes above as they answer (FastAPI would say 422, never sent)."""
+    for (path, method), (status, what, codes) in ROUTES.items():
+        op = doc["paths"][path][method]
+        statuses = sorted({*codes, 403, *((401,) if auth else ())})
+        content: dict[str, Any] = {"application/json": {"schema": OBJECT}}
+        if path.endswith("/events"):
+            content = {"text/event-stream": {"schema": {"type": "string"}}}
+        op["responses"] = {
+            str(status): {"description": what, "content": content},
+            **{str(s): {"description": ERRORS[s], "content": error_response} for s in statuses},
+        }
+        for param in op.get("parameters", []):
+            if param.get("name") == "name" and param.get("in") == "path":
+                param["schema"] = NAME_SCHEMA
+    create = doc["paths"]["/v1/collections"]["post"]
+    create["requestBody"] = {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"name": NAME_SCHEMA},
+                    "required": ["name"],
+                }
+            }
+        },
+    }
+    upload = doc["paths"]["/v1/collections/{name}/files"]["post"]
+    upload["requestBody"] = {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "files": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "minItems": 1,
+                            "maxItems": uploads.MAX_FILES_PER_REQUEST,
+                        }
+                    },
+                    "required": ["files"],
+                },
+                "encoding": {"files": {"contentType": ", ".join(UPLOAD_MEDIA_TYPES)}},
+            }
+        },
+    }
+    schemas = doc.get("components", {}).get("schemas", {})
+    if "422" not in json.dumps(doc["paths"]):
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+
+
+# The media types of the file types the build reads (the file name's extension decides).
+UPLOAD_MEDIA_TYPES = ("application/pdf", "text/markdown", "text/plain", "text/html")
+# What typed_rag.retrieval.collections.check_name takes (and not the Wikipedia's name).
+NAME_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    "not": {"anyOf": [{"const": WIKI}, {"pattern": "[.][.]"}]},
+}

@@ -129,8 +129,8 @@ class JobQueue:
             elif job.status == "queued":
                 self._fail(job, "the server stopped before this job ran")
             self.jobs[job.id] = job
-        for leftover in self.folder.glob("job-*.[st]*"):  # settings and status files
-            if leftover.suffix in (".toml", ".status"):
+        for pattern in ("job-*.toml", "job-*.status"):  # settings and status files
+            for leftover in self.folder.glob(pattern):
                 leftover.unlink(missing_ok=True)
 
     async def close(self) -> None:
