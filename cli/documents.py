@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
 
 from indexes.documents import DocumentsReport, build_collection
+from indexes.documents.progress import BuildStatus
+from indexes.documents.versions import delete_collection
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.retrieval.collections import list_collections
+from typed_rag.retrieval.collections import WIKI, check_name, collection_dir, list_collections
 
 # index build options that only a Wikipedia (TSV corpus) build takes
 _CORPUS_ONLY = ("corpus", "out", "on_error", "if_missing", "k1", "b", "method", "limit")
@@ -22,6 +31,12 @@ def add_index_commands(index_sub: argparse._SubParsersAction) -> None:
     )
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ls.set_defaults(func=_index_list)
+    delete = index_sub.add_parser(
+        "delete",
+        help="delete a document collection's index (never the files it was built from)",
+    )
+    delete.add_argument("--name", required=True, help="the collection to delete")
+    delete.set_defaults(func=_index_delete)
 
 
 def add_build_options(build: argparse.ArgumentParser) -> None:
@@ -39,6 +54,19 @@ def add_build_options(build: argparse.ArgumentParser) -> None:
         help="collection name (letters, digits, _ . -); with no --docs, update the "
         "collection from the paths it was built from",
     )
+    build.add_argument(
+        "--status-file",
+        metavar="FILE",
+        help="with --docs: keep FILE up to date with the build's progress as JSON (phase, "
+        "files done of the total, passages, current file, each file's outcome, the error); "
+        "the server's ingestion jobs read it",
+    )
+    build.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop (leaving the previous collection) when the process that started this "
+        "build is gone, e.g. a server that was killed",
+    )
 
 
 def wants_documents(args: argparse.Namespace) -> bool:
@@ -51,14 +79,57 @@ def build_documents(args: argparse.Namespace, settings: Settings) -> int:
     given = [f"--{k.replace('_', '-')}" for k in _CORPUS_ONLY if getattr(args, k, None)]
     if given:
         raise UserError(f"{', '.join(given)} apply to the Wikipedia index, not to --docs")
-    report = build_collection(
-        settings,
-        args.name,
-        args.docs,
-        dense=True if args.dense else None,
-        show_progress=not args.quiet,
-    )
+    if args.exit_with_parent:
+        _exit_with_parent()
+    status = BuildStatus(Path(args.status_file) if args.status_file else None)
+    try:
+        report = build_collection(
+            settings,
+            args.name,
+            args.docs,
+            dense=True if args.dense else None,
+            show_progress=not args.quiet,
+            status=status,
+        )
+    except BaseException as exc:
+        reason = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        status.finish(error=reason or type(exc).__name__)
+        raise
+    status.finish()
     print("\n".join(report_lines(report)))
+    return 0
+
+
+def _exit_with_parent() -> None:
+    """Die with the parent: on Linux the kernel's parent-death signal, elsewhere a thread
+    that watches the parent's pid. A build killed so leaves its collection as it was."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent:  # it died before the signal was armed
+                os._exit(1)
+            return
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _index_delete(args: argparse.Namespace, settings: Settings) -> int:
+    if args.name == WIKI:
+        raise UserError(f"{WIKI!r} is the Wikipedia index; it is not deleted from here")
+    folder = collection_dir(settings, check_name(args.name))
+    if not delete_collection(folder):
+        print(f"collection {args.name} had no index; nothing to delete", file=sys.stderr)
+        return 0
+    print(f"deleted collection {args.name} ({folder})")
     return 0
 
 

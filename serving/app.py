@@ -17,18 +17,19 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import errors, openapi
+from serving import documents_api, errors, openapi
 from serving.admission import Admission
 from serving.errors import APIError
+from serving.jobs import JobQueue
 from serving.metrics import ServerMetrics
 from serving.responses import ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from typed_rag.config import Settings
 from typed_rag.pipelines import MODES
-from typed_rag.retrieval.collections import CollectionInfo, list_collections
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,16 @@ def create_app(
     state = ServerState(settings, rag, on_fatal=on_fatal)
     admission = Admission(server.max_concurrent, server.max_queue, metrics, server.short_slots)
     chat = OpenAIServingChat(state, admission, metrics)
+    jobs = JobQueue(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        jobs.recover()
+        if settings.documents.uploads == "on" and not server.api_key:
+            log.warning(
+                "documents.uploads is on without server.api_key: anyone who reaches this "
+                "server can upload files and start indexing jobs"
+            )
         loader = asyncio.create_task(state.load())
         try:
             yield
@@ -61,6 +69,7 @@ def create_app(
             if not loader.done():
                 loader.cancel()
                 await asyncio.gather(loader, return_exceptions=True)
+            await jobs.close()
             await state.close()
 
     app = FastAPI(
@@ -74,6 +83,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.admission = admission
     app.state.chat = chat
+    app.state.jobs = jobs
 
     async def require_key(request: Request) -> None:
         expected = server.api_key
@@ -102,8 +112,10 @@ def create_app(
     @app.get("/v1/collections", dependencies=[Depends(require_key)])
     async def collections() -> JSONResponse:
         """The collections a request's ``collection`` field may name."""
-        infos = await asyncio.to_thread(list_collections, settings)
-        return JSONResponse({"object": "list", "data": [_collection_card(c) for c in infos]})
+        cards = await asyncio.to_thread(documents_api.collection_cards, settings)
+        return JSONResponse({"object": "list", "data": cards})
+
+    documents_api.install(app, settings, jobs, require_key)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -132,11 +144,14 @@ def create_app(
     return app
 
 
-def _collection_card(info: CollectionInfo) -> dict[str, Any]:
-    """A collection as a client sees it: no server paths beyond the documents' own roots."""
-    card = info.to_dict()
-    card.pop("folder", None)
-    return {"id": info.name, "object": "collection", **card}
+def _allowed_methods(request: Request) -> str:
+    """Every method of every route at this path (Starlette names only the first route's,
+    and a path such as ``/v1/collections`` has a GET route and a POST route)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
@@ -157,7 +172,7 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
         if exc.status_code == 404:
             err = errors.not_found(f"no such endpoint: {request.method} {request.url.path}")
         elif exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
+            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
             err = errors.method_not_allowed(
                 f"method {request.method} is not allowed on {request.url.path}"
                 + (f"; allowed: {allow}" if allow else "")

@@ -16,9 +16,12 @@ from fastapi.responses import JSONResponse
 STATUS_CODES = {
     400: "invalid_request",
     401: "invalid_api_key",
+    403: "permission_denied",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     413: "request_too_large",
+    415: "unsupported_media_type",
     429: "rate_limit_exceeded",
     500: "internal_error",
     503: "service_unavailable",

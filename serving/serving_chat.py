@@ -25,6 +25,7 @@ from serving import errors
 from serving.admission import Admission, Slot
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
+from serving.paths import CollectionPaths
 from serving.prepare import prepare, request_error
 from serving.protocol import ChatCompletionRequest
 from serving.responses import (
@@ -83,6 +84,7 @@ class OpenAIServingChat:
         self.admission = admission
         self.metrics = metrics
         self.server = state.settings.server
+        self.paths = CollectionPaths(state.settings)  # no server path reaches a client
         self._streams: set[Pump] = set()
         self._closing = False
 
@@ -148,7 +150,8 @@ class OpenAIServingChat:
             typed_rag=self._info(req, result, latency),
         )
         self._count_done(req.model, result, latency)
-        return JSONResponse(response.model_dump(mode="json", exclude_none=True))
+        scrub = self.paths.for_collection(request.asked.collection)
+        return JSONResponse(scrub.walk(response.model_dump(mode="json", exclude_none=True)))
 
     # -- running under a slot, a deadline and the client's presence -------
 
@@ -225,6 +228,7 @@ class OpenAIServingChat:
         started: float,
     ) -> AsyncIterator[str]:
         created = int(time.time())
+        scrub = self.paths.for_collection(request.asked.collection)
 
         def chunk(delta: DeltaMessage, **extra: Any) -> str:
             return ChatCompletionChunk(
@@ -279,7 +283,7 @@ class OpenAIServingChat:
                     result = event
                 elif isinstance(event, Progress):
                     # Empty content, so OpenAI clients that only read delta.content skip it.
-                    progress = ProgressEvent.model_validate(event.to_dict())
+                    progress = ProgressEvent.model_validate(scrub.walk(event.to_dict()))
                     yield chunk(DeltaMessage(content=""), typed_rag=progress)
                 elif event:
                     if first_token:
@@ -293,7 +297,9 @@ class OpenAIServingChat:
                 DeltaMessage(),
                 finish=result.finish_reason,
                 usage=usage_of(result),
-                typed_rag=self._info(req, result, latency),
+                typed_rag=TypedRAGInfo.model_validate(
+                    scrub.walk(self._info(req, result, latency).model_dump(mode="json"))
+                ),
             )
             self._count_done(req.model, result, latency)
         except asyncio.CancelledError:

@@ -233,7 +233,16 @@ class DocumentSettings(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     max_file_mb: float = Field(default=50.0, gt=0)  # larger files are skipped, with the reason
-    """Files larger than this (MB) are skipped, with the reason."""
+    """Files larger than this (MB) are skipped, with the reason; an upload over it gets 413."""
+    # Off by default: uploads write files and start builds on the server, so they need a
+    # key (server.api_key) unless someone turns them on knowingly.
+    uploads: Literal["auto", "on", "off"] = "auto"
+    """The documents API (``/v1/collections/NAME/files``, ``/v1/jobs``): ``auto`` on only
+    when ``server.api_key`` is set (and then only with the key), ``on`` also without a key,
+    ``off`` never."""
+    max_collection_mb: float = Field(default=500.0, gt=0)
+    """Total size (MB) of the files uploaded into one collection; an upload beyond it
+    gets 413."""
 
 
 class ServerSettings(BaseModel):

@@ -42,6 +42,7 @@ from indexes.documents.manifest import (
     read_state,
 )
 from indexes.documents.parse import SUPPORTED
+from indexes.documents.progress import BuildStatus
 from indexes.documents.reading import FileRead, read_files
 from indexes.documents.versions import build_lock, remove_leftovers, switch_to
 from typed_rag.config import Settings
@@ -111,8 +112,10 @@ class _Rows:
         report: DocumentsReport,
         show_progress: bool,
         workers: int,
+        status: BuildStatus,
     ) -> None:
         self.path = report.folder
+        self.status = status
         self.stats = ReadStats()
         self.files = files
         self.old = old
@@ -149,6 +152,7 @@ class _Rows:
         )
         with bar:
             for found, plan in zip(self.files, plans, strict=True):
+                self.status.reading(found.path)
                 if plan == "copy":
                     rows = self._copy(found, self.old.files[found.path])
                 elif plan == "skipped":
@@ -160,8 +164,23 @@ class _Rows:
                     self.produce_s += time.perf_counter() - t0
                     yield row
                     t0 = time.perf_counter()
+                self._outcome(found.path)
                 bar.update()
+        self.status.set_phase("indexing")
         self.produce_s += time.perf_counter() - t0
+
+    def _outcome(self, path: str) -> None:
+        """Tell the status file how ``path`` ended: its passages, or why it was skipped."""
+        record = self.state.files.get(path)
+        if record is not None:
+            before = self.old.files.get(path)
+            unchanged = before is not None and before.sha256 == record.sha256
+            self.status.done(
+                path, passages=record.passages, pages=record.pages, unchanged=unchanged
+            )
+        else:
+            skipped = self.state.skipped.get(path)
+            self.status.done(path, reason=skipped.reason if skipped else "no passages")
 
     def _read(self, found: Found, got: FileRead) -> Iterator[CorpusRow]:
         path, before = found.path, self.old.files.get(found.path)
@@ -243,8 +262,11 @@ def build_collection(
     dense: bool | None = None,
     show_progress: bool = True,
     workers: int | None = None,
+    status: BuildStatus | None = None,
 ) -> DocumentsReport:
-    """Build collection ``name`` from ``paths`` (default: the paths it was built from)."""
+    """Build collection ``name`` from ``paths`` (default: the paths it was built from);
+    ``status`` follows its progress file by file (``index build --status-file``)."""
+    status = status or BuildStatus()
     if name == WIKI:
         raise UserError(
             f"{WIKI!r} is the Wikipedia collection (built by `typed-rag index build`); "
@@ -268,6 +290,9 @@ def build_collection(
             found = discover(roots, SUPPORTED, max_bytes)
             report = DocumentsReport(name=name, folder=folder, unsupported=dict(found.unsupported))
             report.skipped = [SkippedRecord(s.path, s.reason) for s in found.skipped]
+            for s in found.skipped:
+                status.skipped(s.path, s.reason)
+            status.start(len(found.files))
             encoders = _dense_to_build(settings, folder, dense)
             same_params = (mf.read_manifest(folder) or {}).get("params") == bm25_params(settings)
             if (
@@ -276,10 +301,10 @@ def build_collection(
                 and all(_has_dense(folder, m) for m in encoders)
                 and _unchanged(found.files, old, report.skipped)
             ):
-                return _up_to_date(report, old, t0)
+                return _up_to_date(report, old, t0, status)
             report = _write_version(
                 settings, folder, roots, found.files, old, old_store, report,
-                encoders=encoders, show_progress=show_progress, workers=workers,
+                encoders=encoders, show_progress=show_progress, workers=workers, status=status,
             )  # fmt: skip
         finally:
             if old_store is not None:
@@ -305,7 +330,14 @@ def _dense_to_build(settings: Settings, folder: Path, dense: bool | None) -> lis
     return [] if kind == "bm25" else models
 
 
-def _up_to_date(report: DocumentsReport, old: CollectionState, t0: float) -> DocumentsReport:
+def _up_to_date(
+    report: DocumentsReport, old: CollectionState, t0: float, status: BuildStatus
+) -> DocumentsReport:
+    for path, record in old.files.items():
+        status.done(path, passages=record.passages, pages=record.pages, unchanged=True)
+    for path, skipped in old.skipped.items():
+        if skipped.size is not None:  # read and skipped before; discovery's are reported
+            status.done(path, reason=skipped.reason)
     report.up_to_date = True
     report.kept = report.files = len(old.files)
     report.passages = sum(r.passages for r in old.files.values())
@@ -327,6 +359,7 @@ def _write_version(
     encoders: list[str],
     show_progress: bool,
     workers: int | None,
+    status: BuildStatus,
 ) -> DocumentsReport:
     version = folder.parent / f".{folder.name}.{time.time_ns()}"
     version.mkdir(parents=True)
@@ -335,7 +368,7 @@ def _write_version(
         analyzer = dict(DEFAULT_ANALYZER)
         with PassageMetaWriter(version) as meta:
             readers = default_workers() if workers is None else workers
-            rows = _Rows(files, old, old_store, meta, report, show_progress, readers)
+            rows = _Rows(files, old, old_store, meta, report, show_progress, readers, status)
             t0 = time.perf_counter()
             if not files:
                 raise UserError(_nothing_to_index(report))
@@ -369,6 +402,7 @@ def _write_version(
             from indexes.dense import build_dense
 
             t1 = time.perf_counter()
+            status.set_phase("dense")
             for model in encoders:
                 encoder = settings.with_section("retrieval", dense_model=model)
                 build_dense(encoder, version, show_progress=show_progress)

@@ -59,3 +59,21 @@ def remove_leftovers(folder: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
         else:
             stale.unlink(missing_ok=True)
+
+
+def delete_collection(folder: Path) -> bool:
+    """Remove collection ``folder``: its link, its current version and any leftovers, under
+    the build lock (a running build of it makes this a :class:`UserError`). False if there
+    was nothing to remove."""
+    with build_lock(folder):
+        existed = folder.is_symlink() or folder.exists()
+        remove_leftovers(folder)
+        if folder.is_symlink():
+            target = folder.parent / os.readlink(folder)
+            folder.unlink()
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+        elif folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+    (folder.parent / f".{folder.name}.lock").unlink(missing_ok=True)
+    return existed

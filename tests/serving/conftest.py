@@ -309,12 +309,14 @@ def cli_server(
     command: Sequence[str] = CLI,
     cwd: Path = REPO,
     env_extra: dict[str, str] | None = None,
+    procs: list[subprocess.Popen] | None = None,
 ) -> Iterator[str]:
     """Build a BM25 index of ``corpus`` with the CLI, then run ``typed-rag serve`` on it.
 
     ``home`` defaults to a fresh folder; real-model tests pass the user's home
     so that pulled model weights are reused. ``command`` and ``cwd`` say how the CLI is
     started (the packaging tests: an installed wheel, or the image's folders alone).
+    ``procs``, when given, gets the server process (a test that kills it).
     """
     index = tmp / "index"
     home = home or tmp / "home"
@@ -363,6 +365,8 @@ def cli_server(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    if procs is not None:
+        procs.append(proc)
     url = f"http://127.0.0.1:{port}"
     try:
         try:

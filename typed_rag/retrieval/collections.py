@@ -31,6 +31,12 @@ from typed_rag.retrieval.reranked import with_reranking
 WIKI = "wiki"  # the default collection: the Wikipedia index at settings.index_dir
 COLLECTIONS_DIR = "collections"
 COLLECTION_KEY = "collection"  # the manifest section a documents build writes
+UPLOADS_DIR = "uploads"  # <home>/uploads/NAME: the files uploaded over HTTP into NAME
+# The file types a documents build reads (indexes.documents.parse.READERS; a test keeps
+# the two equal): here so that the server can refuse other uploads without the indexer.
+DOCUMENT_SUFFIXES = (
+    ".pdf", ".docx", ".html", ".htm", ".xhtml", ".md", ".markdown", ".txt", ".text", ".rst",
+)  # fmt: skip
 Corpus = Literal["wikipedia", "documents"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -67,6 +73,11 @@ def check_name(name: str) -> str:
 
 def collections_root(settings: Settings) -> Path:
     return settings.home / COLLECTIONS_DIR
+
+
+def uploads_dir(settings: Settings, name: str) -> Path:
+    """The folder of the files uploaded into collection ``name`` (the build's one root)."""
+    return settings.home / UPLOADS_DIR / check_name(name)
 
 
 def collection_dir(settings: Settings, name: str) -> Path:
