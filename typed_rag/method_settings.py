@@ -68,9 +68,9 @@ class MethodOptions(BaseModel):
     )
     drop_unshown_spans: bool = Field(
         False,
-        description="Sentences stating a command, option, file name, identifier or number "
-        "that no shown passage holds are removed (typed_rag.finishing.verify; trace: "
-        "unverified, recorded in every mode; not streamed).",
+        description="Over a user's documents, sentences stating a command, option, file "
+        "name, identifier or number that no shown passage holds are removed "
+        "(typed_rag.finishing.verify; trace: unverified, recorded in every mode; not streamed).",
     )
     trim_cut_off: bool = Field(
         False,

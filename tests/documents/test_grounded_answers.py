@@ -59,3 +59,13 @@ async def test_rag_baseline_records_unverified_sentences_but_keeps_them(
     assert result.answer == ANSWER
     assert [u.sentence for u in result.unverified] == [INVENTED]
     assert not result.unverified[0].removed
+
+
+async def test_over_wikipedia_unverified_sentences_are_recorded_not_removed(
+    settings: Settings,
+) -> None:
+    async with make_rag(settings, ProbeEngine(reply)) as rag:
+        result = await rag.answer(QUESTION, force_type="EVIDENCE-BASED")
+    assert result.corpus == "wikipedia"
+    assert INVENTED.split(" [")[0] in result.answer
+    assert result.unverified and not any(u.removed for u in result.unverified)

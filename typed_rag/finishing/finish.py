@@ -101,7 +101,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer was
     rewritten as it streamed (:func:`unscaffold_stream`), and what is left is recorded.
     Last, sentences stating spans no shown passage holds are recorded, and removed from a
-    typed-rag answer not streamed under ``method.drop_unshown_spans`` (:func:`verify_spans`).
+    typed-rag answer over documents, not streamed, under ``method.drop_unshown_spans``
+    (:func:`verify_spans`).
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -136,7 +137,14 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         if opts.drop_scaffolding:
             result.unscaffolded = guard.answer != result.answer
             result.answer = guard.answer
-    drop = opts.drop_unshown_spans and result.mode == "typed-rag" and not streamed
+    # Over documents only: over Wikipedia a REASON or factoid answer adds from memory (the
+    # closed-book draft) on purpose, dates and numbers included.
+    drop = (
+        opts.drop_unshown_spans
+        and result.mode == "typed-rag"
+        and result.corpus == "documents"
+        and not streamed
+    )
     verified = verify_spans(result.answer, [p.text for p in result.passages], drop)
     result.answer, result.unverified = verified.answer, verified.unverified
     result.citations = check_citations(result.answer, shown).valid
