@@ -68,3 +68,9 @@ def test_shares_over_answers_and_spans() -> None:
     assert answers == 0.5  # one of the two answers with spans holds all of them
     assert spans == 2 / 3  # three spans, two shown
     assert faithful_share([check_spans("plain words", ["x"])]) == (None, None)
+
+
+def test_a_call_is_found_where_the_page_names_the_function() -> None:
+    page = ["The member sync writes the buffer; see also pubsync."]
+    assert check_spans("Call `sync()` first [1].", page).faithful
+    assert check_spans("Call `file.sync()` first [1].", page).missing == ("file.sync()",)

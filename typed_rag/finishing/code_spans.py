@@ -5,7 +5,8 @@ Over documentation the wrong answers that read well are the ones that state a co
 does not give (``git reset HEAD <file>`` where the page says ``git reset --soft HEAD^``) or a
 save command for an image format the page saves differently. Such a span is checkable without a
 judge: it is either in a shown passage or it is not. A span is found in the passages when its
-text occurs there as it is written (whitespace collapsed; numbers as whole numbers), so a
+text occurs there as it is written (whitespace collapsed; numbers as whole numbers; a call
+``name()`` where the page names ``name``), so a
 paraphrase in prose is never counted against an answer, only its literal technical tokens.
 
 What counts as a span (:func:`code_spans`):
@@ -88,6 +89,8 @@ def code_spans(answer: str) -> tuple[str, ...]:
 def _in_passages(span: str, haystack: str) -> bool:
     if re.fullmatch(r"\d+(?:\.\d+)?", span):
         return re.search(rf"(?<![\d.]){re.escape(span)}(?![\d]|\.\d)", haystack) is not None
+    if span.endswith("()") and len(span) > 3:  # `sync()` for a page that names "sync"
+        return span[:-2] in haystack
     return _squash(span) in haystack
 
 
