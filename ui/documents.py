@@ -57,6 +57,24 @@ def _files_of(value: Any) -> list[Path]:
     return [Path(getattr(v, "name", v)) for v in items if v]
 
 
+def _forget(paths: list[Path]) -> None:
+    """Remove Gradio's temporary copies of sent files: the server keeps its own, and a
+    user's documents should not linger in a second place. Only files in Gradio's upload
+    folder are touched."""
+    try:
+        from gradio.utils import get_upload_folder
+
+        cache = Path(get_upload_folder()).resolve()
+    except (ImportError, OSError):
+        return
+    for path in paths:
+        try:
+            if path.resolve().is_relative_to(cache):
+                path.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
 def _built(listed: list[dict[str, Any]]) -> bool:
     return any(c.get("state") == "indexed" for c in listed)
 
@@ -127,32 +145,33 @@ def make_handlers(client: DocumentsClient) -> dict[str, Callable[..., Any]]:
             return
         names = [p.name for p in paths]
         waiting = [{"filename": n, "state": "uploading"} for n in names]
-        yield progress_html(name, names, {}, [], waiting), None, skip, skip, skip, skip
+        yield progress_html(name, names, {}, [], waiting), skip, skip, skip, skip, skip
         try:
             await client.create(name)
             sent = await client.upload(name, paths)
             chooser, _ = await targets(name)
-        except DocumentsError as exc:
+        except DocumentsError as exc:  # the files stay dropped: the user may try again
             yield _note(f"Could not upload into {name}: {exc}"), skip, skip, skip, skip, skip
             return
+        _forget(paths)
         refused = {k: v for u in sent for k, v in u.refused.items()}
         jobs = [u.job for u in sent if u.job]
         listed: list[dict[str, Any]] = []
+        dropped: Any = None  # sent: the drop zone is emptied
         try:
             async for now in _follow(client, jobs):
                 jobs = now
                 listed = await client.files(name)
                 yield (
                     progress_html(name, names, refused, jobs, listed),
-                    skip,
+                    dropped,
                     {"collection": name, "files": listed},
                     chooser,
                     "",
                     skip,
                 )
-                chooser = skip  # set once
-            if not jobs:  # every file refused
-                yield progress_html(name, names, refused, [], []), skip, skip, chooser, "", skip
+                chooser = dropped = skip  # set once
+            if not jobs:  # every file refused: nothing to index
                 return
             cards = await client.collections()
         except DocumentsError as exc:

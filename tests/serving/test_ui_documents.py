@@ -149,3 +149,18 @@ def test_nothing_dropped_says_so(value: Any) -> None:
     handlers = make_handlers(DocumentsClient("http://127.0.0.1:9/v1"))
     outs = asyncio.run(_drain(handlers["upload"](value, "shop", "", "wiki")))
     assert len(outs) == 1 and "Drop one or more files first" in outs[0][0]
+
+
+def test_only_gradios_temporary_copies_are_removed_once_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ui.documents import _forget
+
+    cache = tmp_path / "gradio"
+    (cache / "abc").mkdir(parents=True)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
+    copy, mine = cache / "abc" / "press.pdf", tmp_path / "press.pdf"
+    copy.write_bytes(b"%PDF")
+    mine.write_bytes(b"%PDF")
+    _forget([copy, mine, cache / "abc" / "gone.pdf"])
+    assert not copy.exists() and mine.exists()
