@@ -8,7 +8,9 @@ chunks the type, the plan, the sources as soon as retrieval ends (per sub-query)
 sub-answer, then the answer as it streams. The answer's ``[n]`` markers link to their
 source (a click highlights it); the sources the answer cites come first, in the order
 it cites them, the others folded away. A collection picker (``GET /v1/collections``)
-chooses what to answer from; a document's source shows its file name and page. The same
+chooses what to answer from; a document's source shows its file name and page. Where the
+server's documents API is on, a panel uploads files into a collection and follows their
+indexing (:mod:`ui.documents`). The same
 Blocks app is mounted at ``/ui`` by ``typed-rag serve`` or run alone by ``typed-rag ui``.
 """
 
@@ -25,6 +27,8 @@ import openai
 from fastapi import FastAPI
 
 from typed_rag.types import MODES
+from ui.documents import CSS as DOCUMENTS_CSS
+from ui.documents import documents_panel
 from ui.render import (
     EMPTY_BADGE,
     EMPTY_PLAN,
@@ -41,7 +45,8 @@ from ui.render import (
 
 log = logging.getLogger(__name__)
 
-CSS = """
+CSS = (
+    """
 .tr-badge { color: white; padding: 4px 12px; border-radius: 999px; font-weight: 600;
             display: inline-block; font-size: 0.95em; }
 .tr-badge-note { color: #6b7280; font-size: 0.85em; margin-left: 6px; }
@@ -56,6 +61,8 @@ CSS = """
 .tr-src-passage > summary, .tr-uncited > summary { cursor: pointer; color: #6b7280;
                                                   font-size: 0.85em; }
 """
+    + DOCUMENTS_CSS
+)
 
 # A click on an answer's [n] link (or a source's own number) highlights source n and
 # scrolls to it, opening the folded list if it is there. One listener for the page,
@@ -299,7 +306,7 @@ def build_demo(
                         value=DEFAULT_COLLECTION,
                         label="Collection",
                         info="what to answer from: Wikipedia, or documents you indexed "
-                        "(typed-rag index build --docs PATH --name NAME)",
+                        "(uploaded below, or typed-rag index build --docs PATH --name NAME)",
                         elem_id="tr-collection",
                         scale=5,
                     )
@@ -313,6 +320,7 @@ def build_demo(
                 gr.Markdown("**Sources**")
                 sources = gr.HTML(sources_html(None), elem_id="tr-sources")
                 clear = gr.Button("Clear", elem_id="tr-clear")
+        documents_panel(demo, api_base, api_key, collection, concurrency)
 
         outputs = [chatbot, box, badge, plan, sources, status]
         inputs = [box, chatbot, mode, collection]

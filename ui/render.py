@@ -173,25 +173,19 @@ def source_list(info: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def file_label(source: dict[str, Any]) -> str:
-    """Where a document passage comes from, for people: ``manual.pdf · page 2 · Hydraulics``."""
+    """Where a document passage comes from, for people: ``manual.pdf · page 2 · Hydraulics``
+    (the file's name only: the server names files relative to their collection, and a
+    path of the server's would mean nothing to the user, nor open from a web page)."""
     path = source.get("source")
     if not path:
         return ""
-    parts = [PurePath(str(path)).name]
+    name = PurePath(str(path))
+    parts = [name.name if name.is_absolute() else str(name)]
     if source.get("page") is not None:
         parts.append(f"page {source['page']}")
     if source.get("section"):
         parts.append(str(source["section"]))
     return " · ".join(parts)
-
-
-def file_url(source: dict[str, Any]) -> str | None:
-    """A ``file://`` link to a document passage's file (at its page, for a PDF)."""
-    path = source.get("source")
-    if not path or not PurePath(str(path)).is_absolute():
-        return None
-    url = PurePath(str(path)).as_uri()
-    return url + (f"#page={source['page']}" if source.get("page") is not None else "")
 
 
 def _snippet(source: dict[str, Any]) -> tuple[str, str]:
@@ -216,15 +210,9 @@ def source_html(source: dict[str, Any], turn: int, cited: bool, show_query: bool
         f"<b>{esc(str(source.get('title', '')))}</b></div>"
     )
     label = file_label(source)
-    if label:
-        url = file_url(source)
-        path = esc(str(source.get("source")))
-        if url:
-            name = f'<a class="tr-src-link" href="{esc(url)}" title="{path}" target="_blank">'
-            name += f"{esc(label)}</a>"
-        else:
-            name = f'<span title="{path}">{esc(label)}</span>'
-        where = f'<div class="tr-src-file">{name}</div>'
+    if label:  # a document passage: where in which file (never a server path)
+        where = f'<div class="tr-src-file" data-page="{esc(str(source.get("page") or ""))}">'
+        where += f"{esc(label)}</div>"
     else:
         where = f'<div class="tr-src-file"><code>{esc(str(source.get("id", "")))}</code></div>'
     query = source.get("query")
