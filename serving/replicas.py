@@ -72,7 +72,8 @@ def replica_settings(settings: Settings) -> Settings:
     """The settings each replica runs with. Uploads and ingestion jobs are off: N job
     queues over one ``home`` would race; build collections with ``typed-rag index build``
     (or a single server) and the replicas open them read-only."""
-    if settings.documents.uploads != "off":
+    docs = settings.documents
+    if docs.uploads == "on" or (docs.uploads == "auto" and settings.server.api_key):
         log.info("documents.uploads is off in Ray Serve replicas (collections are read-only)")
         settings = settings.with_section("documents", uploads="off")
     return settings
@@ -244,11 +245,24 @@ def fake_rag(settings: Settings, delay_s: float) -> Any:
     return rag
 
 
+def _check_fits(plan: ReplicaPlan, resources: dict[str, float]) -> None:
+    """On a cluster started here, more replicas than fit would wait forever: say so."""
+    have_cpus, have_gpus = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
+    if plan.replicas * plan.num_cpus > have_cpus or plan.replicas * plan.num_gpus > have_gpus:
+        raise UserError(
+            f"{plan.describe()} do not fit on this machine ({have_cpus:g} CPUs, "
+            f"{have_gpus:g} GPUs): lower --replicas or engine.n_threads, or join a larger "
+            "cluster with --ray-address"
+        )
+
+
 def serve_replicas(settings: Settings, replicas: int, address: str | None = None) -> int:
     """``typed-rag serve --replicas N``: deploy, then serve until SIGINT/SIGTERM."""
     import ray  # heavy: ray; connect() checked it is installed
 
     started = connect(address)
+    if started:
+        _check_fits(plan_replicas(settings, replicas), ray.cluster_resources())
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

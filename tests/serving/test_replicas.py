@@ -55,6 +55,13 @@ def test_replicas_open_collections_read_only(tmp_path: Path) -> None:
     assert replicas.replica_settings(s).documents.uploads == "off"
 
 
+def test_more_replicas_than_fit_is_an_error(tmp_path: Path) -> None:
+    plan = replicas.plan_replicas(server_settings(tmp_path, **{"engine.n_threads": 2}), 2)
+    replicas._check_fits(plan, {"CPU": 4.0})
+    with pytest.raises(UserError, match="do not fit"):
+        replicas._check_fits(plan, {"CPU": 3.0})
+
+
 def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UserError, match=r"typed-rag\[ray\]"):
@@ -234,6 +241,7 @@ def test_a_killed_replica_costs_only_its_requests_in_flight(tmp_path: Path) -> N
         "in_flight_at_kill": len(in_flight),
         "failed_first_attempts": len(failed),
         "recovery_s": round(recovery_s, 1),
+        "failures": sorted({f"{a.status} {a.error or a.body[:80]}" for a in failed}),
     }
     print(json.dumps(report))
     for a in failed:
