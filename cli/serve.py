@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import uvicorn
 
 from serving.app import create_app
+from serving.replicas import serve_replicas
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 
@@ -29,6 +30,16 @@ def _port(value: str) -> int:
     return port
 
 
+def _replicas(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of replicas: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--replicas must be at least 1, got {n}")
+    return n
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``serve`` and ``ui``."""
     serve = sub.add_parser(
@@ -40,6 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default: server.port, 8000)")
     serve.add_argument("--no-ui", action="store_true", help="do not mount the demo at /ui")
+    serve.add_argument(
+        "--replicas",
+        type=_replicas,
+        default=1,
+        help="N > 1: run N Ray Serve replicas behind one address (needs typed-rag[ray]); "
+        "1 (default): one uvicorn server",
+    )
+    serve.add_argument(
+        "--ray-address",
+        help="with --replicas: join this Ray cluster ('auto', 'ray://head:10001'; "
+        "default: start one on this machine)",
+    )
     serve.set_defaults(func=run_serve)
 
     ui = sub.add_parser(
@@ -73,6 +96,8 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
             "server.max_concurrent must be >= 1 and server.max_queue >= 0 "
             f"(got {srv.max_concurrent} and {srv.max_queue})"
         )
+    if args.replicas > 1 or args.ray_address:
+        return serve_replicas(settings, args.replicas, args.ray_address)
     fatal: list[str] = []
     holder: dict[str, uvicorn.Server] = {}
 
