@@ -115,6 +115,34 @@ def method_row(
     }
 
 
+def answer_record(
+    answer: Mapping[str, Any], answerable: bool, rank: int | None, texts: Mapping[str, str]
+) -> dict[str, Any]:
+    """One answer's judge-free measures, to commit beside the summary (and read by eye):
+    its text, LINKAGE rank, the spans no shown passage holds, its uncited sentences and,
+    for an unanswerable question, whether it declined."""
+    text = str(answer.get("answer") or "")
+    result = answer.get("result") or {}
+    shown = [texts.get(str(p["id"]), "") for p in result.get("passages") or []]
+    cited = {s for s, _ in cited_sentences(text)}
+    return {
+        "question_id": str(answer["question_id"]),
+        "method": answer["method"],
+        "type": answer.get("type"),
+        "route": result.get("type"),
+        "question": answer.get("question"),
+        "answerable": answerable,
+        "rank": rank,
+        "answer": text,
+        "spans_missing": list(check_spans(text, shown).missing),
+        "uncited": [s for s in split_sentences(text) if s not in cited],
+        "declined": declines(text) if not answerable else None,
+        "removed_sentences": [
+            u["sentence"] for u in result.get("unverified") or [] if u.get("removed")
+        ],
+    }
+
+
 def verdicts_by_sentence(
     sentences: Sequence[CitedSentence], rows: Sequence[Mapping[str, Any]]
 ) -> dict[tuple[str, str, str], bool | None]:

@@ -24,12 +24,15 @@ from eval.citation_support import (
 from eval.grounding.measure import (
     CONTRADICTION_PROMPT,
     CONTRADICTIONS,
+    answer_record,
     method_row,
     verdicts_by_sentence,
 )
 from typed_rag.engines.base import Engine
+from typed_rag.store import read_jsonl
 
 SUMMARY = "summary.json"
+ANSWERS = "answers.jsonl"  # per (when): each measured answer's record
 JUDGES = ("support", "contradiction")
 _JUDGE_FILES = {
     "support": (SUPPORT_PROMPT, VERDICTS),
@@ -128,10 +131,29 @@ async def evaluate_grounding(
             judges=judges,
         )
     texts = {pid: p["text"] for pid, p in shown.items()}
-    rows = []
+    rows, records_out = [], []
     for method in methods:
         ranks = {str(s["question_id"]): s.get("rank") for s in scores if s["method"] == method}
         row = method_row(method, answers, answerable, support, contradiction, ranks, texts)
         rows.append({**row, "when": when, "judge": model if judges else None})
+        for a in answers:
+            if a["method"] == method:
+                qid = str(a["question_id"])
+                records_out.append(
+                    answer_record(a, answerable.get(qid, True), ranks.get(qid), texts)
+                )
     write_rows(out, rows, dict(meta or {}))
+    write_answer_records(out / when, records_out)
     return rows
+
+
+def write_answer_records(folder: Path, records: Sequence[Mapping[str, Any]]) -> Path:
+    """``folder/answers.jsonl``: each measured answer's record (:func:`answer_record`),
+    replaced per (method, question) when measured again."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ANSWERS
+    new = {(r["method"], r["question_id"]) for r in records}
+    old = [r for r in read_jsonl(path) if (r["method"], r["question_id"]) not in new]
+    lines = [json.dumps(r, ensure_ascii=False) for r in [*old, *records]]
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path

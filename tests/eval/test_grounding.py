@@ -122,6 +122,13 @@ async def test_rows_on_known_answers(tmp_path: Path) -> None:
     # without judges: no engine, the judge-free measures as before, the judged ones None
     bare = await evaluate_grounding(None, answers, records, scores, tmp_path / "b", **kw, judges=())
     free = ("uncited_share", "code_span_faithful_share", "unanswerable_declined_share", "mrr")
+    records = [json.loads(line) for line in (tmp_path / "b/before/answers.jsonl").open()]
+    assert len(records) == 6 and {r["method"] for r in records} == {"rag", "typed-rag"}
+    invented = next(r for r in records if r["method"] == "typed-rag" and r["question_id"] == "q2")
+    assert invented["spans_missing"] == ["sqlite3 --show-writers"]
+    assert invented["rank"] is None
+    declined = next(r for r in records if r["method"] == "rag" and r["question_id"] == "u1")
+    assert declined["declined"] is True and declined["answerable"] is False
     for row, judged in zip(bare, rows, strict=True):
         assert row["supported_share"] is None and row["contradiction_share"] is None
         assert [row[k] for k in free] == [judged[k] for k in free] and row["judge"] is None
