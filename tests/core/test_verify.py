@@ -51,3 +51,14 @@ def test_routes_by_corpus_kind(settings) -> None:  # type: ignore[no-untyped-def
     assert choose("rag", None, QuestionType.REASON, settings, corpus="documents").pipeline is (
         plain.RAG.prepare
     )
+
+
+def test_code_blocks_are_never_cut_in_half() -> None:
+    answer = (
+        "Run `git reset --soft HEAD^` [1]. Example:\n```\ngit commit -a. git push -f.\n```\n"
+        "Done. Then run `git stash pop` to restore it [1]."
+    )
+    verified = verify_spans(answer, PASSAGES, drop=True)
+    assert verified.answer.count("```") == 2  # the block stays whole, its lines unchecked
+    assert "git stash pop" not in verified.answer  # the sentence outside it goes
+    assert [u.removed for u in verified.unverified] == [False, False, True]

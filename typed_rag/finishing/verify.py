@@ -18,6 +18,8 @@ from typed_rag.finishing.code_spans import check_spans
 from typed_rag.finishing.sentences import answer_pieces
 from typed_rag.result import Unverified
 
+FENCE = "```"
+
 
 @dataclass
 class Verified:
@@ -28,20 +30,26 @@ class Verified:
 def verify_spans(answer: str, passages: Sequence[str], drop: bool) -> Verified:
     """``answer`` with its unverified sentences found, and removed when ``drop`` says so;
     an answer every sentence of which is unverified is kept whole (and recorded): removing
-    it all would leave nothing to correct."""
+    it all would leave nothing to correct. A sentence inside or across a fenced code block
+    stays (recorded): cutting it would break the block."""
     pieces = answer_pieces(answer)
     found: list[tuple[int, Unverified]] = []
+    in_fence = False
     for i, piece in enumerate(pieces):
+        fences = piece.count(FENCE)
+        # a piece that opens, closes or sits inside a code block is never cut: what is left
+        # would be broken markdown (a fence without its pair)
+        whole = not in_fence and fences % 2 == 0
+        in_fence ^= fences % 2 == 1
         missing = check_spans(piece, passages).missing
         if missing:
             found.append((i, Unverified(sentence=piece.strip(), missing=list(missing))))
+            found[-1][1].removed = whole  # provisional: confirmed below
     unverified = [u for _, u in found]
-    if not drop or not found or len(found) == len(pieces):
-        return Verified(answer, unverified)
-    gone = {i for i, _ in found}
+    gone = {i for i, u in found if u.removed}
     kept = "".join(p for i, p in enumerate(pieces) if i not in gone)
-    if not kept.strip():
+    if not drop or not gone or not kept.strip():
+        for u in unverified:
+            u.removed = False
         return Verified(answer, unverified)
-    for u in unverified:
-        u.removed = True
     return Verified(re.sub(r"[ \t]+\n", "\n", kept).strip(), unverified)
