@@ -224,3 +224,20 @@ def test_cli_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture
         == 2
     )
     assert "--n must be at least 2" in capsys.readouterr().err
+
+
+def test_paired_differences_of_the_judge_free_measures() -> None:
+    from eval.grounding.paired import paired
+
+    def rec(qid: str, missing: list[str], rank: int | None, uncited: int = 0) -> dict:
+        answer = " ".join(f"Sentence {i}." for i in range(2))
+        return {"question_id": qid, "answer": answer, "spans_missing": missing,
+                "uncited": ["x"] * uncited, "rank": rank}  # fmt: skip
+
+    after = [rec("q1", [], 1), rec("q2", [], 2), rec("u", [], None) | {"answerable": False}]
+    before = [rec("q1", ["--bad"], 2, uncited=2), rec("q2", [], 2), rec("q3", [], 1)]
+    got = paired(after, before)
+    assert got["questions"] == 2  # q3 only before, u unanswerable
+    assert got["span_faithful"]["mean"] == 0.5  # q1 fixed, q2 unchanged
+    assert got["uncited_share"]["mean"] == -0.5
+    assert got["rr"]["mean"] == 0.25  # q1: 1 - 1/2, q2: 0
