@@ -16,11 +16,16 @@ usual ``--set`` settings) or on a running one (``--url``):
 It writes those keys to ``results/serving/summary.json`` (``--out``; keys other runs
 wrote there, e.g. ``benchmarks/instructions_bench.py``, are kept). ``--throughput``
 instead runs N clients back to back for a fixed time (requests/s, latency percentiles).
+``--replicas`` runs the server as Ray Serve replicas on one local Ray cluster (fake engine,
+``--fake-delay`` s a round, a 32-passage index): ``replicas_rps`` with 1 and 2 replicas,
+then one replica killed under the same load (``failed_requests`` not in flight at the kill,
+``in_flight_failed``, ``recovery_s`` until 2 run again), into ``results/scale/summary.json``.
 
     python benchmarks/load_bench.py --serve --set engine.backend=fake --fake-delay 0.3 \\
         --set retrieval.index_dir=... --out /tmp/summary.json     # a quick check
     python benchmarks/load_bench.py --serve                        # the configured model
     python benchmarks/load_bench.py --url http://127.0.0.1:8000 --throughput -c 8 -d 60
+    python benchmarks/load_bench.py --replicas -c 16 -d 15 --fake-delay 0.2   # ~2.5 min
 """
 
 from __future__ import annotations
@@ -28,19 +33,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
+import os
 import platform
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from indexes.build import build_index
+from serving import replicas
+from typed_rag.config import Settings, load_settings
 
 QUESTIONS = [
     "Why do leaves change color in autumn?",
@@ -265,6 +279,147 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
+REPLICA_QUESTIONS = [
+    "Why do leaves change color in autumn?",
+    "How do I bake sourdough bread at home?",
+    "What is the difference between coffee and tea?",
+    "Why did the Western Roman Empire fall?",
+]
+PASSAGES = [
+    (str(i), f"Topic {i}", f"Passage {i} about leaves, bread, coffee, tea and Rome, part {i}.")
+    for i in range(32)
+]
+
+
+@dataclass
+class Done:
+    start: float
+    end: float
+    ok: bool
+
+
+def bench_settings(tmp: Path) -> Settings:
+    """The fake engine over a BM25 index of 32 passages built here."""
+    corpus = tmp / "corpus.tsv"
+    corpus.write_text("id\ttext\ttitle\n" + "".join(f"{i}\t{x}\t{t}\n" for i, t, x in PASSAGES))
+    settings = load_settings(
+        None,
+        **{
+            "home": str(tmp / "home"),
+            "corpus.path": str(corpus),
+            "retrieval.index_dir": str(tmp / "index"),
+            "reranker.kind": "none",
+            "engine.backend": "fake",
+            "server.ui": False,
+            "server.warm_up": False,
+            "server.host": "127.0.0.1",
+            "server.port": free_port(),
+        },
+    )
+    build_index(settings, show_progress=False)
+    return settings
+
+
+def load(url: str, clients: int, seconds: float, log: list[Done]) -> float:
+    """``clients`` threads sending requests back to back; requests/s of the successes."""
+    deadline = time.monotonic() + seconds
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=60) as http:
+            while time.monotonic() < deadline:
+                body = {
+                    "model": "rag",
+                    "messages": [
+                        {"role": "user", "content": REPLICA_QUESTIONS[i % len(REPLICA_QUESTIONS)]}
+                    ],
+                }
+                t0 = time.monotonic()
+                try:
+                    ok = http.post(url + "/v1/chat/completions", json=body).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                log.append(Done(t0, time.monotonic(), ok))
+                i += clients
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(d.ok for d in log) / (time.monotonic() - started)
+
+
+def kill_one(url: str, clients: int, seconds: float) -> dict[str, Any]:
+    """Kill a replica 2 s into a load of ``seconds``; what failed, and the recovery."""
+    import ray
+
+    log: list[Done] = []
+    out: dict[str, Any] = {}
+
+    def killer() -> None:
+        time.sleep(2.0)
+        victim = sorted(replicas.replica_ids())[0]
+        ray.kill(replicas.replica_actor(victim), no_restart=True)
+        out["at"] = kill_at = time.monotonic()
+        while not (
+            victim not in (ids := replicas.replica_ids())
+            and len(ids) == 2
+            and replicas.healthy_replicas() == 2
+        ):
+            time.sleep(0.1)
+        out["recovery_s"] = time.monotonic() - kill_at
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    load(url, clients, seconds, log)
+    thread.join()
+    at = out["at"]
+    in_flight = [d for d in log if d.start <= at + 1.0 and d.end >= at]
+    others = [d for d in log if not (d.start <= at + 1.0 and d.end >= at)]
+    return {
+        "failed_requests": sum(not d.ok for d in others),
+        "in_flight_failed": sum(not d.ok for d in in_flight),
+        "requests_during_kill_run": len(log),
+        "recovery_s": round(out["recovery_s"], 2),
+    }
+
+
+def replicas_run(args: argparse.Namespace) -> dict[str, Any]:
+    """``--replicas``: requests/s with 1 and 2 Ray Serve replicas, then one killed under load."""
+
+    import ray
+
+    factory = functools.partial(replicas.fake_rag, delay_s=args.fake_delay)
+    summary: dict[str, Any] = {"replicas_rps": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = bench_settings(Path(tmp))
+        ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            for n in (1, 2):
+                t0 = time.monotonic()
+                url = replicas.deploy(settings, n, rag_factory=factory, num_cpus=0.5)
+                print(f"{n} replica(s) ready in {time.monotonic() - t0:.1f} s")
+                rps = load(url, args.concurrency, args.duration, [])
+                summary["replicas_rps"][str(n)] = round(rps, 2)
+                print(f"{n} replica(s): {rps:.2f} requests/s")
+            summary |= kill_one(url, args.concurrency, args.duration)
+        finally:
+            from ray import serve
+
+            serve.shutdown()
+            ray.shutdown()
+    summary["replicas_setup"] = {
+        "engine": f"fake, {args.fake_delay} s a round",
+        "clients": args.concurrency,
+        "duration_s": args.duration,
+        "max_concurrent_per_replica": settings.server.max_concurrent,
+        "ray_cpus": args.ray_cpus,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs",
+    }
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = p.add_mutually_exclusive_group()
@@ -285,21 +440,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="typed-rag", choices=["typed-rag", "rag", "llm"])
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--timeout", type=float, default=1800.0, help="per-request client timeout")
-    p.add_argument("--out", default="results/serving/summary.json")
+    p.add_argument("--replicas", action="store_true", help="Ray Serve replicas: 1, 2, one killed")
+    p.add_argument("--ray-cpus", type=int, default=2, help="--replicas: the local cluster's CPUs")
+    p.add_argument("--out", help="results/serving/summary.json (--replicas: results/scale/)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args)
     run = throughput if args.throughput else waiting
-    if args.url:
+    if args.replicas:
+        summary = replicas_run(args)
+    elif args.url:
         summary = asyncio.run(run(args.url, args))
         summary["fresh_server"] = False
     else:
         with started_server(args) as url:
             summary = asyncio.run(run(url, args))
         summary["fresh_server"] = True
-    out = Path(args.out)
+    out = Path(args.out or f"results/{'scale' if args.replicas else 'serving'}/summary.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     kept = json.loads(out.read_text()) if out.exists() else {}  # other benchmarks' keys
     out.write_text(json.dumps(kept | summary, indent=1) + "\n")
