@@ -6,7 +6,7 @@ and the evaluation can store it as one JSON line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -33,7 +33,11 @@ class CitedPassage(BaseModel):
 
 
 class LLMCall(BaseModel):
-    """One engine call: which step made it, in which round, and what it cost."""
+    """One engine call: which step made it, in which round, what it cost and what it said.
+
+    ``text`` is the engine's raw output (the closed-book draft's too), so an answer that
+    drifts from its passages can be traced to the call that brought the drift in.
+    """
 
     step: str  # e.g. "plan", "sub-answer", "aggregate", "answer"
     round: int
@@ -41,6 +45,7 @@ class LLMCall(BaseModel):
     completion_tokens: int = 0
     latency_s: float = 0.0
     ok: bool = True
+    text: str = ""
 
 
 class SubAnswer(BaseModel):
@@ -58,10 +63,12 @@ class SubAnswer(BaseModel):
 
 class Unverified(BaseModel):
     """An answer sentence stating spans (commands, options, file names, numbers) that no
-    shown passage holds (typed_rag.finishing.verify)."""
+    shown passage holds, or an uncited one whose words none holds (``kind`` "words";
+    typed_rag.finishing.verify)."""
 
     sentence: str
     missing: list[str]
+    kind: Literal["spans", "words"] = "spans"
     removed: bool = False  # method.drop_unshown_spans took it out of the answer
 
 

@@ -84,7 +84,8 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
         outside = _sources(
             settings, args.unanswerable_from, args.unanswerable, args.seed, set(), corpus
         )
-        sources += [dataclasses.replace(s, answerable=False) for s in outside]
+        # First: they are few, and a stopped run can already measure declines.
+        sources = [dataclasses.replace(s, answerable=False) for s in outside] + sources
     args.out.parent.mkdir(parents=True, exist_ok=True)
     out = JsonlStore(args.out, key=lambda r: str(r["id"]))
     todo = devset.batches(sources, args.batch, (str(r["id"]) for r in out))

@@ -173,7 +173,9 @@ async def write_batch(
     """Graded records for one batch of sources (those whose question came out usable).
 
     The batch is the unit of resumption and of the grade-0 references: each record's
-    grade-0 reference is the next record's grade-3 answer, so a batch needs two records.
+    grade-0 reference is the next record's grade-3 answer, so a batch needs two records. A
+    question from a source the answers are not searched in gets no references (one engine
+    call instead of two rounds): what it measures is whether the answer declines.
     """
     asked = await generate(
         [
@@ -186,8 +188,11 @@ async def write_batch(
         ]
     )
     kept = [(s, q) for s, r in zip(sources, asked, strict=True) if (q := clean_question(r.text))]
+    # a question the collection cannot answer is measured by its decline, not ranked
+    outside = [_record(s, q, []) for s, q in kept if not s.answerable]
+    kept = [(s, q) for s, q in kept if s.answerable]
     if len(kept) < 2:
-        return []
+        return outside
     prompts = []
     for s, q in kept:
         shown = {"title": s.title, "text": s.text, "question": q}
@@ -201,24 +206,25 @@ async def write_batch(
     for i, (s, q) in enumerate(kept):
         full, partial, vague = replies[3 * i : 3 * i + 3]
         other = replies[3 * ((i + 1) % len(kept))]
-        records.append(
-            {
-                "id": record_id(s),
-                "question": q,
-                "subset": "dev",
-                "type": s.type,
-                "passage_id": s.passage_id,
-                "title": s.title,
-                "references": [
-                    {"grade": 3, "text": full},
-                    {"grade": 2, "text": partial},
-                    {"grade": 1, "text": vague},
-                    {"grade": 0, "text": other},
-                ],
-                **({} if s.answerable else {"answerable": False}),
-            }
-        )
-    return [r for r in records if all(ref["text"] for ref in r["references"])]
+        grades = [
+            {"grade": g, "text": t}
+            for g, t in zip((3, 2, 1, 0), (full, partial, vague, other), strict=True)
+        ]
+        records.append(_record(s, q, grades))
+    return [r for r in records if all(ref["text"] for ref in r["references"])] + outside
+
+
+def _record(source: Source, question: str, references: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": record_id(source),
+        "question": question,
+        "subset": "dev",
+        "type": source.type,
+        "passage_id": source.passage_id,
+        "title": source.title,
+        **({"references": references} if references else {}),
+        **({} if source.answerable else {"answerable": False}),
+    }
 
 
 def batches(sources: Sequence[Source], size: int, done: Iterable[str]) -> list[list[Source]]:

@@ -9,7 +9,10 @@ One JSON object per line::
 (an nf-cats label) routes the question instead of the classifier's label; each
 reference's ``grade`` is 3 (best) .. 0 (wrong), with at least two distinct grades, so
 that LINKAGE draws one reference per grade with the fixed seed exactly as it does for
-Wiki-NFQA. Each line becomes a :class:`WikiNFQARecord`, so every later step (labels,
+Wiki-NFQA. A question written to be *unanswerable* from the searched documents
+(``"answerable": false``, from ``eval devset --unanswerable-from``) needs no references: it
+is measured by whether the answer declines (``eval grounding``), and LINKAGE does not rank
+it. Each line becomes a :class:`WikiNFQARecord`, so every later step (labels,
 selection, answering, judging, reports) runs unchanged. A bad line is reported by file,
 line and reason; nothing is scored from a file with one.
 """
@@ -157,7 +160,7 @@ def parse_line(
     reason = _check(obj)
     if reason:
         return None, None, reason, qid
-    refs = obj["references"]
+    refs = obj.get("references") or []
     type_ = obj.get("type")
     record = WikiNFQARecord(
         subset=(obj.get("subset") or DEFAULT_SUBSET).strip(),
@@ -166,6 +169,7 @@ def parse_line(
         answers=tuple(r["text"] for r in refs),
         labels=tuple(r["grade"] for r in refs),
         line=lineno,
+        answerable=obj.get("answerable", True),
     )
     return record, QuestionType.parse(type_).value if type_ is not None else None, None, qid
 
@@ -185,6 +189,11 @@ def _check(obj: dict[str, Any]) -> str | None:
             QuestionType.parse(type_)
         except ValueError as exc:
             return str(exc)
+    answerable = obj.get("answerable", True)
+    if not isinstance(answerable, bool):
+        return f"answerable={answerable!r} is not true or false"
+    if not answerable and not obj.get("references"):
+        return None
     return _check_references(obj.get("references"))
 
 

@@ -47,6 +47,8 @@ class WikiNFQARecord:
     # The source dataset's short answers (``answer_dict["ground_truth"]``): a judge-free
     # check of whether an answer states the fact the question is about.
     gold: tuple[str, ...] = ()
+    # False: written from documents the answers are not searched in; not ranked by LINKAGE.
+    answerable: bool = True
 
     @property
     def levels(self) -> int:

@@ -1,8 +1,10 @@
-"""A run's stored answers re-finished by today's finishing guard (``typed-rag eval refinish``),
+"""A run's stored answers re-finished by today's last finishing steps (``typed-rag eval refinish``),
 and a run moved to answers that changed without a method option (``eval splice --changed``).
 
-The scaffolding guard (:mod:`typed_rag.finishing.scaffolding`) rewrites a finished answer
-with no model call, so a run need not be answered again to read it: :func:`refinish` copies
+The scaffolding guard (:mod:`typed_rag.finishing.scaffolding`) and the verification against
+the shown passages (:mod:`typed_rag.finishing.verify`) rewrite a finished answer with no model
+call (:func:`typed_rag.finishing.finish.last_checks`), so a run need not be answered again to
+read it: :func:`refinish` copies
 the run, guards the stored answers of the chosen methods, keeps the verdicts of the answers it
 leaves unchanged (the judge is deterministic: same answer, same references, same verdict) and
 reports the share of answers that leak scaffolding, before and after, by the project's pattern
@@ -26,8 +28,9 @@ from eval.runs.manifest import git_commit, read_manifest, save_manifest
 from eval.runs.runner import ANSWERS, RUN_LABELS, SCORES
 from eval.runs.splice import SPLICED
 from typed_rag.errors import UserError
-from typed_rag.finishing.citations import check_citations
-from typed_rag.finishing.scaffolding import unscaffold
+from typed_rag.finishing.finish import last_checks
+from typed_rag.method_settings import MethodOptions
+from typed_rag.result import Result
 
 # An answer leaking scaffolding, as the project counts it (issue 64; ../shared/tools/scoreboard).
 LEAK = re.compile(
@@ -54,21 +57,23 @@ def leak_shares(rows: Iterable[Mapping[str, Any]], methods: Sequence[str]) -> di
     return out
 
 
-def refinished(row: Row) -> Row | None:
-    """``row`` with its answer guarded (trace and valid citations updated); None when the
-    guard leaves it unchanged."""
-    guard = unscaffold(str(row.get("answer") or ""))
-    if guard.answer == row.get("answer"):
+def refinished(row: Row, opts: MethodOptions) -> Row | None:
+    """``row`` with its answer re-finished by :func:`last_checks` (the scaffolding guard on
+    whatever ``opts`` say, then the verification; trace and valid citations updated); None
+    when that leaves it unchanged."""
+    stored = {
+        "question": row.get("question", ""),
+        "mode": row.get("method"),
+        **(row.get("result") or {}),
+    }
+    result = Result.model_validate(stored)
+    result.answer = str(row.get("answer") or "")
+    unscaffolded = result.unscaffolded
+    last_checks(result, opts.model_copy(update={"drop_scaffolding": True}))
+    if result.answer == row.get("answer"):
         return None
-    result = dict(row.get("result") or {})
-    shown = {int(p["citation"]) for p in result.get("passages") or []}
-    result.update(
-        answer=guard.answer,
-        unscaffolded=True,
-        scaffolding=guard.found,
-        citations=check_citations(guard.answer, shown).valid,
-    )
-    return {**row, "answer": guard.answer, "result": result}
+    result.unscaffolded = unscaffolded or result.unscaffolded
+    return {**row, "answer": result.answer, "result": result.model_dump(mode="json")}
 
 
 def refinish(run_dir: Path, out: Path, methods: Sequence[str]) -> dict[str, Any]:
@@ -83,9 +88,10 @@ def refinish(run_dir: Path, out: Path, methods: Sequence[str]) -> dict[str, Any]
     absent = [m for m in methods if not any(r.get("method") == m for r in rows)]
     if absent:
         raise UserError(f"{run_dir} has no answers of {', '.join(absent)}")
+    opts = MethodOptions(**manifest.get("fingerprint", {}).get("method", {}))
     new_lines, new_rows, changed = [], [], []
     for line, row in lines:
-        new = refinished(row) if row.get("method") in methods else None
+        new = refinished(row, opts) if row.get("method") in methods else None
         new_lines.append(_line(new) if new else line)
         new_rows.append(new or row)
         if new is not None:
@@ -98,6 +104,7 @@ def refinish(run_dir: Path, out: Path, methods: Sequence[str]) -> dict[str, Any]
                     "found": new["result"]["scaffolding"],
                     "leaked": bool(LEAK.search(row["answer"])),
                     "leaks": bool(LEAK.search(new["answer"])),
+                    "removed": [u["sentence"] for u in new["result"]["unverified"] if u["removed"]],
                 }
             )
     moved = {(c["method"], c["question_id"]) for c in changed}

@@ -198,9 +198,11 @@ class EvalRunner:
     def _pending_scores(
         self, records: Sequence[WikiNFQARecord], methods: Sequence[str]
     ) -> tuple[list[tuple[str, WikiNFQARecord, dict[str, Any]]], PhaseCounts]:
-        """Stored answers without a score, in (method, record) order."""
+        """Stored answers without a score, in (method, record) order; an unanswerable
+        question's answer is not ranked (its references, if any, are not what was searched)."""
+        ranked = [r for r in records if r.answerable]
         return awaiting_judgement(
-            methods, records, lambda r: r.question_id, self.answers, self.scores
+            methods, ranked, lambda r: r.question_id, self.answers, self.scores
         )
 
     def _store_scores(self, rows: Sequence[dict[str, Any]], counts: PhaseCounts) -> None:

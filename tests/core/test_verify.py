@@ -3,12 +3,13 @@ shown passage holds are found, and removed only when asked and only when somethi
 
 from __future__ import annotations
 
-from typed_rag.finishing.verify import verify_spans
+from typed_rag.finishing.verify import verify_answer
 from typed_rag.pipelines import TYPED, plain
 from typed_rag.routing import ROUTES, choose
 from typed_rag.types import QuestionType
 
 PASSAGES = ["To undo the last commit but keep its changes, run git reset --soft HEAD^."]
+QUESTION = "How do I undo the last commit and keep the changes?"
 
 
 def test_a_sentence_with_a_command_the_page_does_not_give_is_removed() -> None:
@@ -16,7 +17,7 @@ def test_a_sentence_with_a_command_the_page_does_not_give_is_removed() -> None:
         "Run `git reset --soft HEAD^` [1]. Then run `git commit -a` to commit again [1]. "
         "The changes stay in the working tree [1]."
     )
-    verified = verify_spans(answer, PASSAGES, drop=True)
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
     assert (
         verified.answer
         == "Run `git reset --soft HEAD^` [1]. The changes stay in the working tree [1]."
@@ -27,16 +28,16 @@ def test_a_sentence_with_a_command_the_page_does_not_give_is_removed() -> None:
 
 def test_recorded_but_kept_when_not_dropping_or_when_nothing_would_be_left() -> None:
     wrong = "Use `git stash` [1]."
-    kept = verify_spans(wrong + " It keeps the changes [1].", PASSAGES, drop=False)
+    kept = verify_answer(wrong + " It keeps the changes [1].", PASSAGES, QUESTION, drop=False)
     assert kept.answer.startswith(wrong) and not kept.unverified[0].removed
-    alone = verify_spans(wrong, PASSAGES, drop=True)
+    alone = verify_answer(wrong, PASSAGES, QUESTION, drop=True)
     assert alone.answer == wrong and [u.missing for u in alone.unverified] == [["git stash"]]
     assert not alone.unverified[0].removed
 
 
 def test_a_faithful_answer_is_untouched() -> None:
     answer = "Run `git reset --soft HEAD^`; the changes are kept [1]."
-    verified = verify_spans(answer, PASSAGES, drop=True)
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
     assert verified.answer == answer and verified.unverified == []
 
 
@@ -58,7 +59,24 @@ def test_code_blocks_are_never_cut_in_half() -> None:
         "Run `git reset --soft HEAD^` [1]. Example:\n```\ngit commit -a. git push -f.\n```\n"
         "Done. Then run `git stash pop` to restore it [1]."
     )
-    verified = verify_spans(answer, PASSAGES, drop=True)
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
     assert verified.answer.count("```") == 2  # the block stays whole, its lines unchecked
     assert "git stash pop" not in verified.answer  # the sentence outside it goes
     assert [u.removed for u in verified.unverified] == [False, False, True]
+
+
+def test_uncited_filler_no_passage_holds_is_removed_and_recorded() -> None:
+    filler = "This helps in maintaining a consistent and organized codebase."
+    answer = f"Run `git reset --soft HEAD^` to undo it [1]. {filler} For example:"
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
+    assert verified.answer == "Run `git reset --soft HEAD^` to undo it [1]. For example:"
+    (u,) = verified.unverified
+    assert u.kind == "words" and u.removed and u.sentence == filler
+    assert {"maintaining", "codebase"} <= set(u.missing)
+
+
+def test_an_uncited_sentence_the_passage_says_stays() -> None:
+    # uncited, but its own words (run, reset, soft, HEAD) are the passage's
+    answer = "Run `git reset --soft HEAD^` [1]. Then run git reset --soft HEAD^ once."
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
+    assert verified.answer == answer and verified.unverified == []

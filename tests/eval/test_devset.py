@@ -171,6 +171,8 @@ async def test_documentation_questions_are_asked_as_such_and_mark_the_unanswerab
     assert all("a page of software documentation" in p for p in asked)
     assert "should use, choose or avoid" in asked[1]  # DEBATE over docs: a should-I question
     assert [r.get("answerable", True) for r in records] == [True, True, False]
+    # the unanswerable one is measured by its decline: no references written for it
+    assert "references" not in records[2] and len(engine.calls) == len(sources) + 3 * 2
 
 
 def test_documentation_types_rotate_over_the_sample(tmp_path: Path) -> None:

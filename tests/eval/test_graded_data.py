@@ -311,3 +311,23 @@ def _coverage_judge(req: Any) -> str:
     if title == "sub_question_labels":
         return '{"labels": [{"id": 1, "type": "core"}]}'
     return '{"fragment": "None"}'
+
+
+def test_an_unanswerable_question_needs_no_references_and_is_answered_not_ranked(
+    tmp_path: Path, stand_ins: dict
+) -> None:
+    outside = {"id": "u1", "question": "how do I start a proof session", "answerable": False}
+    data = write_jsonl(tmp_path / "mine.jsonl", [*ROWS, outside])
+    common = settings_args(tmp_path)
+    out = tmp_path / "run"
+    argv = [*common, "eval", "run", "--data", str(data), "--methods", "rag", "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    answered = {
+        json.loads(x)["question_id"] for x in (out / "answers.jsonl").read_text().splitlines()
+    }
+    scored = {json.loads(x)["question_id"] for x in (out / "scores.jsonl").read_text().splitlines()}
+    assert answered == {"q1", "q2", "q3", "u1"} and scored == {"q1", "q2", "q3"}
+    assert main([*common, "eval", "report", str(out)]) == 0
+    # an answerable question still needs its references
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{**outside, "answerable": True}])
+    assert main([*common, "eval", "run", "--data", str(bad), "--out", str(tmp_path / "b")]) == 2

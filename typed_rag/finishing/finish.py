@@ -13,7 +13,7 @@ from typed_rag.finishing.citations import attach_citations, check_citations, str
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.finishing.scaffolding import add_kinds, unscaffold
 from typed_rag.finishing.sentences import answer_pieces, sentence_ends
-from typed_rag.finishing.verify import verify_spans
+from typed_rag.finishing.verify import verify_answer
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import Result
 
@@ -100,9 +100,9 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     ``method.drop_passage_copies`` say. In every mode, talk about the pipeline ("Perspective
     1", "the references provided") is rewritten away (:func:`unscaffold`); a streamed answer was
     rewritten as it streamed (:func:`unscaffold_stream`), and what is left is recorded.
-    Last, sentences stating spans no shown passage holds are recorded, and removed from a
-    typed-rag answer over documents, not streamed, under ``method.drop_unshown_spans``
-    (:func:`verify_spans`).
+    Last, sentences stating spans no shown passage holds, and uncited ones whose words none
+    holds, are recorded, and removed from a typed-rag answer over documents, not streamed,
+    under ``method.drop_unshown_spans`` (:func:`verify_answer`).
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -129,6 +129,16 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         result.answer = cut.answer
         for name, cut_made in cut.flags().items():
             setattr(result, name, cut_made)
+    last_checks(result, opts, streamed)
+    result.timings["total"] = time.perf_counter() - start
+    return result
+
+
+def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> None:
+    """The steps that need only the finished answer and its shown passages, so a stored
+    answer can be re-finished by them (``eval refinish``): talk about the pipeline rewritten
+    away, then the verification (:func:`verify_answer`), then the valid citations."""
+    shown = {p.citation for p in result.passages}
     guard = unscaffold(result.answer)
     if streamed:  # rewritten as it streamed when the option is on (unscaffold_stream)
         add_kinds(result.scaffolding, guard.found)
@@ -145,8 +155,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
         and result.corpus == "documents"
         and not streamed
     )
-    verified = verify_spans(result.answer, [p.text for p in result.passages], drop)
+    verified = verify_answer(
+        result.answer, [p.text for p in result.passages], result.question, drop
+    )
     result.answer, result.unverified = verified.answer, verified.unverified
     result.citations = check_citations(result.answer, shown).valid
-    result.timings["total"] = time.perf_counter() - start
-    return result

@@ -166,6 +166,7 @@ class Context:
                 completion_tokens=result.completion_tokens,
                 latency_s=result.latency_s,
                 ok=ok,
+                text=result.text,
             )
         )
 
