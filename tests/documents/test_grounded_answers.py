@@ -13,7 +13,7 @@ from tests.documents.makers import shop_settings
 from tests.serving.conftest import ProbeEngine, make_rag
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
-from typed_rag.pipelines.prompting import DOCUMENTS_ONLY
+from typed_rag.pipelines.prompting import DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
 
 INVENTED = "Then run `oilctl --reset` to clear the counter [1]."
 ANSWER = f"Change the hydraulic oil every 2000 hours [1]. {INVENTED}"
@@ -69,3 +69,20 @@ async def test_over_wikipedia_unverified_sentences_are_recorded_not_removed(
     assert result.corpus == "wikipedia"
     assert INVENTED.split(" [")[0] in result.answer
     assert result.unverified and not any(u.removed for u in result.unverified)
+
+
+async def test_no_matching_passage_over_documents_is_declined_without_generating(
+    settings: Settings,
+) -> None:
+    from eval.grounding.measure import declines
+
+    engine = ProbeEngine(reply)
+    async with make_rag(settings, engine) as rag:
+        result = await rag.answer("How do I calibrate the laser sensor?", collection="shop")
+        baseline = await rag.answer(
+            "How do I calibrate the laser sensor?", mode="rag", collection="shop"
+        )
+    assert result.passages == [] and result.calls == []  # nothing shown, nothing generated
+    assert result.answer == NOT_IN_DOCUMENTS and declines(result.answer)
+    assert any("the documents do not say" in f for f in result.fallbacks)
+    assert baseline.answer == ANSWER  # the paper's RAG baseline still generates

@@ -44,7 +44,7 @@ class Verified:
 def unshared_words(sentence: str, question: set[str], bags: Sequence[set[str]]) -> list[str]:
     """The words of an uncited ``sentence`` that no shown passage holds, when they are too
     many (:data:`OWN_WORDS_SHARE`); [] when it cites, is short, or a passage holds enough."""
-    if CITATION_GROUP.search(sentence):
+    if not bags or CITATION_GROUP.search(sentence):  # no passage: nothing to check against
         return []
     own = {stem(w): w for w in content_words(sentence) if stem(w) not in question}
     if len(own) < OWN_WORDS_MIN:

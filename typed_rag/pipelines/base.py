@@ -52,10 +52,13 @@ STAGES = (
 
 @dataclass
 class Final:
-    """The last generation of a pipeline: its trace step name and messages."""
+    """The last generation of a pipeline: its trace step name and messages, or ``text``, an
+    answer that needs no generation (over documents, when no passage matched: what the
+    model would write there is its memory)."""
 
     step: str
     messages: Messages
+    text: str | None = None
 
 
 @dataclass
@@ -252,6 +255,8 @@ class Context:
 
     async def run_final(self, final: Final) -> str:
         self.emit("answer", step=final.step)
+        if final.text is not None:
+            return final.text
         (res,) = await self.generate(final.step, [self.final_request(final)], stage="generate")
         self.result.finish_reason = "length" if res.finish_reason == "length" else "stop"
         return res.text
@@ -262,6 +267,9 @@ class Context:
         self.rounds += 1
         self.emit("answer", step=final.step)
         yield ""  # the caller can pass the event on now, not with the first token
+        if final.text is not None:
+            yield final.text
+            return
         start = time.perf_counter()
         try:
             async for delta in self.engine.stream(self.final_request(final)):

@@ -16,7 +16,12 @@ from typed_rag.finishing.subanswers import extract_evidence
 from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
 from typed_rag.pipelines.grounding import guide, options, with_own_knowledge
-from typed_rag.pipelines.prompting import llm_messages, rag_messages, with_guidance
+from typed_rag.pipelines.prompting import (
+    NOT_IN_DOCUMENTS,
+    llm_messages,
+    rag_messages,
+    with_guidance,
+)
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
 
@@ -60,6 +65,9 @@ async def prepare_guided(ctx: Context) -> Final:
     the citation rule; over documents, the documents-only rule): one retrieval, one answer
     from the passages, no intermediate text between them and the answer."""
     final = await prepare_rag(ctx)
+    if ctx.corpus == "documents" and not ctx.result.passages:
+        ctx.fallback("documents: no passage matches -> the documents do not say (no generation)")
+        return Final(final.step, final.messages, text=NOT_IN_DOCUMENTS)
     return Final(final.step, await guide(ctx, final.messages))
 
 

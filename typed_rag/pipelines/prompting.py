@@ -95,6 +95,12 @@ DOCUMENTS_ONLY = (
     "answer the question, say that the documents do not say, and do not answer from memory."
 )
 
+# The answer over documents when no passage of the collection matched the question.
+NOT_IN_DOCUMENTS = (
+    "The documents do not say: no passage of this collection matches the question closely "
+    "enough to answer it."
+)
+
 STRICT_CITE_RULE = (
     "Cite the reference numbers shown above in square brackets right after each statement "
     "they support, for example [1] or [2][3]. Use only numbers that appear above; every "
