@@ -39,7 +39,14 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
         help="faithfulness of a run's answers to their shown passages: supported, uncited "
         "and contradicted sentences, code spans, declined unanswerable questions; resumable",
     )
-    p.add_argument("run_dir", type=Path, help="an `eval run --data DEVSET` directory")
+    p.add_argument(
+        "run_dirs",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="`eval run --data DEVSET` directories (e.g. one of the answerable questions, one "
+        "of the unanswerable ones), measured together",
+    )
     p.add_argument("--data", type=Path, required=True, help="the devset JSONL the run answered")
     p.add_argument(
         "--collection", help="the collection the run searched (passage texts for the judges)"
@@ -89,8 +96,13 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     if not args.data.is_file():
         raise UserError(f"no devset at {args.data}")
-    answers = run_answers(args.run_dir, methods, None)
-    scores = list(read_jsonl(args.run_dir / SCORES)) if (args.run_dir / SCORES).is_file() else []
+    answers = [a for run in args.run_dirs for a in run_answers(run, methods, None)]
+    scores = [
+        s for run in args.run_dirs if (run / SCORES).is_file() for s in read_jsonl(run / SCORES)
+    ]
+    ids = [(a["method"], str(a["question_id"])) for a in answers]
+    if len(set(ids)) < len(ids):
+        raise UserError("the runs answer some question twice: give runs of disjoint questions")
     records = list(JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True))
     judges = parse_judges(args.judges)
     scorer, engine = probability_judge(settings, args, "support judge") if judges else (None, None)

@@ -314,7 +314,7 @@ def _coverage_judge(req: Any) -> str:
 
 
 def test_an_unanswerable_question_needs_no_references_and_is_answered_not_ranked(
-    tmp_path: Path, stand_ins: dict
+    tmp_path: Path, stand_ins: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
     outside = {"id": "u1", "question": "how do I start a proof session", "answerable": False}
     data = write_jsonl(tmp_path / "mine.jsonl", [*ROWS, outside])
@@ -328,6 +328,10 @@ def test_an_unanswerable_question_needs_no_references_and_is_answered_not_ranked
     scored = {json.loads(x)["question_id"] for x in (out / "scores.jsonl").read_text().splitlines()}
     assert answered == {"q1", "q2", "q3", "u1"} and scored == {"q1", "q2", "q3"}
     assert main([*common, "eval", "report", str(out)]) == 0
+    # eval grounding measures several runs together, but a question once per method
+    twice = [*common, "eval", "grounding", str(out), str(out), "--data", str(data)]
+    assert main([*twice, "--when", "after", "--methods", "rag", "--judges", "none"]) == 2
+    assert "answer some question twice" in capsys.readouterr().err
     # an answerable question still needs its references
     bad = write_jsonl(tmp_path / "bad.jsonl", [{**outside, "answerable": True}])
     assert main([*common, "eval", "run", "--data", str(bad), "--out", str(tmp_path / "b")]) == 2
