@@ -86,3 +86,32 @@ async def test_no_matching_passage_over_documents_is_declined_without_generating
     assert result.answer == NOT_IN_DOCUMENTS and declines(result.answer)
     assert any("the documents do not say" in f for f in result.fallbacks)
     assert baseline.answer == ANSWER  # the paper's RAG baseline still generates
+
+
+async def test_a_question_naming_only_what_the_collection_never_mentions_is_declined(
+    settings: Settings,
+) -> None:
+    engine = ProbeEngine(reply)
+    async with make_rag(settings, engine) as rag:
+        # "hydraulic oil" finds the Hydraulics page, but no page names Why3
+        other = await rag.answer("How often does Why3 change the hydraulic oil?", collection="shop")
+        # a name the manual does use, a typo, and a plain word it never uses: answered
+        named = await rag.answer("How often is the Hydraulics oil changed?", collection="shop")
+        typo = await rag.answer("How oftn is the hydraulic oil changed?", collection="shop")
+    assert other.passages and other.calls == []  # shown, but nothing generated
+    assert other.answer == 'The documents do not say: no page of this collection mentions "why3".'
+    assert any("never uses ['why3']" in f for f in other.fallbacks)
+    assert [c.step for c in named.calls] == ["answer"] and [c.step for c in typo.calls] == [
+        "answer"
+    ]
+
+
+def test_unknown_words_are_the_index_vocabulary_misses(settings: Settings) -> None:
+    from typed_rag.retrieval.base import unknown_words
+    from typed_rag.retrieval.bm25 import BM25Index
+    from typed_rag.retrieval.collections import collection_dir
+
+    index = BM25Index(collection_dir(settings, "shop"))
+    # stemmed as the index stems: "changing" is "change"; stop words are never unknown
+    assert unknown_words(index, "Is the Why3 oil changing in the press?") == ["why3"]
+    assert unknown_words(object(), "Why3") == []  # nothing lexical to ask

@@ -9,6 +9,7 @@ guidance (:func:`prepare_guided`), and every typed pipeline falls back to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from typed_rag.constraints import Constraints, with_instructions
@@ -17,13 +18,14 @@ from typed_rag.messages import cited_numbers
 from typed_rag.pipelines.base import Context, Final, Pipeline
 from typed_rag.pipelines.grounding import guide, options, with_own_knowledge
 from typed_rag.pipelines.prompting import (
-    NOT_IN_DOCUMENTS,
     llm_messages,
+    not_in_documents,
     rag_messages,
     with_guidance,
 )
 from typed_rag.result import CitedPassage, SubAnswer
 from typed_rag.retrieval import Passage
+from typed_rag.retrieval.base import unknown_words
 
 
 async def prepare_llm(ctx: Context) -> Final:
@@ -65,10 +67,29 @@ async def prepare_guided(ctx: Context) -> Final:
     the citation rule; over documents, the documents-only rule): one retrieval, one answer
     from the passages, no intermediate text between them and the answer."""
     final = await prepare_rag(ctx)
-    if ctx.corpus == "documents" and not ctx.result.passages:
-        ctx.fallback("documents: no passage matches -> the documents do not say (no generation)")
-        return Final(final.step, final.messages, text=NOT_IN_DOCUMENTS)
+    if ctx.corpus == "documents":
+        unknown = unknown_names(ctx) if ctx.result.passages else []
+        if not ctx.result.passages or unknown:
+            why = f"the collection never uses {unknown}" if unknown else "no passage matches"
+            ctx.fallback(f"documents: {why} -> the documents do not say (no generation)")
+            return Final(final.step, final.messages, text=not_in_documents(unknown))
     return Final(final.step, await guide(ctx, final.messages))
+
+
+# A name in a question: a word with a digit or a capital after its first letter, one
+# capitalised mid-sentence, or one in quotes or backticks ("Why3", "WhyML", `styletable`).
+_NAME = re.compile(r"[`'\"]([\w.-]+)[`'\"]|\b(\w*\d\w*|\w+[A-Z]\w*)\b|(?<=\w )([A-Z]\w+)")
+
+
+def unknown_names(ctx: Context) -> list[str]:
+    """The question's names when no page of the collection uses any of them: a question
+    about a product, command or option the collection never mentions ([] when one of its
+    names is used: "SQLite or PostgreSQL" is half answerable). Only names count: a plain
+    word the pages never use may be a typo or a paraphrase of one they do."""
+    found = (n for m in _NAME.finditer(ctx.question) for n in m.groups() if n)
+    names = {w for n in found for w in re.findall(r"\w\w+", n.lower()) if not w.isdigit()}
+    unknown = [w for w in unknown_words(ctx.retriever, ctx.question) if w in names]
+    return unknown if names and set(unknown) == names else []
 
 
 def union_by_id(

@@ -101,6 +101,15 @@ NOT_IN_DOCUMENTS = (
     "enough to answer it."
 )
 
+
+def not_in_documents(unknown: Sequence[str]) -> str:
+    """The answer over documents that never use ``unknown``, words of the question."""
+    if not unknown:
+        return NOT_IN_DOCUMENTS
+    named = ", ".join(f'"{w}"' for w in unknown[:3])
+    return f"The documents do not say: no page of this collection mentions {named}."
+
+
 STRICT_CITE_RULE = (
     "Cite the reference numbers shown above in square brackets right after each statement "
     "they support, for example [1] or [2][3]. Use only numbers that appear above; every "

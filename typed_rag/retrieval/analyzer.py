@@ -143,6 +143,16 @@ class Analyzer:
         self._cache[word] = tid
         return tid
 
+    def unknown(self, text: str) -> list[str]:
+        """The words of ``text`` (stop words aside) whose term no indexed passage holds."""
+        words = self._findall(text.lower() if self._lower else text)
+        stem = self._stem or (lambda w: w)
+        return [
+            w
+            for w in dict.fromkeys(words)
+            if w not in self._stopwords and self.vocab.get(stem(w)) is None
+        ]
+
     def terms(self, texts: Iterable[str]) -> list[list[str]]:
         """Term strings per text (for reference implementations such as rank-bm25)."""
         ids = self.ids(texts)

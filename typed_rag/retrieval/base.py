@@ -39,6 +39,19 @@ class Retriever(Protocol):
         ...
 
 
+def unknown_words(retriever: object, text: str) -> list[str]:
+    """The words of ``text`` the lexical index under ``retriever`` never saw ([] where there
+    is none to ask: a dense-only index cannot tell)."""
+    seen: set[int] = set()
+    while retriever is not None and id(retriever) not in seen:
+        seen.add(id(retriever))
+        ask = getattr(retriever, "unknown_words", None)
+        if ask is not None:
+            return list(ask(text))
+        retriever = getattr(retriever, "base", None) or getattr(retriever, "bm25", None)
+    return []
+
+
 def rerank_batch_size(device: str | None) -> int:
     """(query, passage) pairs or passages per reranker forward pass: 64 on a CUDA device
     (the GPU profile's BGE setting), 32 elsewhere, where a bigger batch only costs memory."""

@@ -172,6 +172,12 @@ class BM25Index:
         with self._lock:  # the analyzer's word cache is shared between threads
             return self._analyzer.ids(queries)
 
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of ``text`` that no passage of this index uses, as the index analyses
+        them (lower-cased where it lower-cases)."""
+        with self._lock:
+            return self._analyzer.unknown(text)
+
     def search_docs(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Document numbers and scores, shape ``(len(queries), min(k, num_docs))``."""
         k = min(int(k), self.num_docs)
