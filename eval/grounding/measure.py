@@ -8,7 +8,10 @@ each answer of an ``eval run`` is measured against what it was shown:
 - ``uncited_share``: sentences that cite nothing, of all sentences;
 - ``contradiction_share``: cited sentences that a passage they cite *contradicts*, asked of
   the same judge as a separate yes/no question (a sentence can be unsupported without being
-  contradicted; a contradicted one is the worse failure, counted apart);
+  contradicted; a contradicted one is the worse failure, counted apart), counted only where
+  the support judge also finds the sentence unsupported: alone, the 1.5B judge called 83% of
+  sentences written from the passage contradicted, gated it calls none of them and 42% of
+  negated ones (``eval grounding-validity``, ``gated``);
 - ``code_span_faithful_share``: answers whose every command, option, file name, identifier
   and number occurs in a shown passage (:mod:`typed_rag.finishing.code_spans`), of the answers
   with any;
@@ -86,10 +89,11 @@ def method_row(
         sentences += len(split_sentences(text))
         for sentence, _ in cited_sentences(text):
             cited += 1
-            if (verdict := support.get((method, qid, sentence))) is not None:
-                judged, supported = judged + 1, supported + int(verdict)
+            upheld = support.get((method, qid, sentence))
+            if upheld is not None:
+                judged, supported = judged + 1, supported + int(upheld)
             if (verdict := contradiction.get((method, qid, sentence))) is not None:
-                judged_c, contra = judged_c + 1, contra + int(verdict)
+                judged_c, contra = judged_c + 1, contra + int(verdict and upheld is False)
         shown = [texts.get(str(p["id"]), "") for p in (a.get("result") or {}).get("passages") or []]
         check = check_spans(text, shown)
         if check.spans:

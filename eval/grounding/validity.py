@@ -106,15 +106,26 @@ async def judge_probes(
     return rows
 
 
+def gated(p_supported: float, p_contradicted: float) -> bool:
+    """Contradicted as ``eval grounding`` counts it: the contradiction judge says yes and
+    the support judge says no (alone, the small judge's yes follows shared words)."""
+    return p_contradicted >= THRESHOLD > p_supported
+
+
 def rates(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per case: n, the share judged supported and the share judged contradicted."""
+    """Per case: n, the shares judged supported, contradicted, and contradicted when gated
+    by the support judge (:func:`gated`)."""
     out = {}
     for case in CASES:
         mine = [r for r in rows if r["case"] == case]
         n = len(mine)
-        out[case] = {
-            "n": n,
-            "supported": sum(r["p_supported"] >= THRESHOLD for r in mine) / n if n else None,
-            "contradicted": sum(r["p_contradicted"] >= THRESHOLD for r in mine) / n if n else None,
+        votes = [
+            (r["p_supported"] >= THRESHOLD, r["p_contradicted"] >= THRESHOLD,
+             gated(r["p_supported"], r["p_contradicted"]))
+            for r in mine
+        ]  # fmt: skip
+        out[case] = {"n": n} | {
+            name: sum(v[i] for v in votes) / n if n else None
+            for i, name in enumerate(("supported", "contradicted", "contradicted_gated"))
         }
     return out

@@ -49,10 +49,12 @@ def test_statements_about_the_subject_are_not_declines(answer: str) -> None:
 
 def chooser(req: ChoiceRequest) -> dict[str, float]:
     """A scripted judge: the statement is contradicted when it recommends SQLite for many
-    writers, supported when it is about client/server engines or one writer."""
+    writers, supported when it is about client/server engines or one writer; like the small
+    judge, its contradiction question also says yes to a supported client/server sentence
+    (which the gate by the support verdict leaves uncounted)."""
     user = req.messages[-1]["content"]
     statement = user.rsplit("Statement: ", 1)[1].lower()
-    wrong = "sqlite is recommended" in statement
+    wrong = "sqlite is recommended" in statement or "client/server" in statement
     if user.startswith(CONTRADICTION_PROMPT):
         return {"yes": 0.9 if wrong else 0.1, "no": 0.1 if wrong else 0.9}
     right = "client/server" in statement or "one writer" in statement
@@ -95,7 +97,7 @@ async def test_rows_on_known_answers(tmp_path: Path) -> None:
     rows = await evaluate_grounding(engine, answers, records, scores, tmp_path, **kw)
     rag, typed = rows
     assert rag["n"] == 2 and rag["n_unanswerable"] == 1
-    assert rag["supported_share"] == 1.0 and rag["contradiction_share"] == 0.0
+    assert rag["supported_share"] == 1.0 and rag["contradiction_share"] == 0.0  # gated
     assert rag["uncited_share"] == 1 / 3  # the code-span sentence cites nothing
     assert rag["code_span_faithful_share"] == 1.0
     assert rag["unanswerable_declined_share"] == 1.0
@@ -191,8 +193,12 @@ async def test_probes_and_their_rates() -> None:
 
     rows = await validity.judge_probes(FakeEngine(chooser=judge), items, batch_size=3)
     got = validity.rates(rows)
-    assert got["copied"] == {"n": 2, "supported": 1.0, "contradicted": 0.0}
-    assert got["flipped"] == {"n": 2, "supported": 0.0, "contradicted": 1.0}
+    assert got["copied"] == {
+        "n": 2, "supported": 1.0, "contradicted": 0.0, "contradicted_gated": 0.0
+    }  # fmt: skip
+    assert got["flipped"] == {
+        "n": 2, "supported": 0.0, "contradicted": 1.0, "contradicted_gated": 1.0
+    }  # fmt: skip
     assert got["wrong passage"]["n"] == 2
 
 
