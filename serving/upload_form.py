@@ -62,6 +62,13 @@ def files_of(form: FormData) -> list[UploadFile]:
     """The form's file parts (field ``files``, or ``file``); a 400 without any."""
     files: list[UploadFile] = []
     for key, value in form.multi_items():
+        if key in ("files", "file") and isinstance(value, str):  # no filename="..." sent
+            raise errors.bad_request(
+                f'part {key!r} is not a file: send each file with a filename="NAME" '
+                "parameter (filename* is not read)",
+                param=key,
+                code="invalid_file_name",
+            )
         if isinstance(value, UploadFile):
             if key not in ("files", "file"):
                 raise errors.bad_request(
