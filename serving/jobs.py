@@ -310,7 +310,7 @@ class JobQueue:
         current = status.get("current_file")
         job.current_file = scrub.text(current) if current else None
         outcomes = {
-            scrub.text(p): {k: self.paths.message(v, scrub) if k == "reason" else v
+            scrub.text(p): {k: self.paths.message(v, scrub) if isinstance(v, str) else v
                             for k, v in o.items()}
             for p, o in (status.get("files") or {}).items()
         }  # fmt: skip
