@@ -20,12 +20,21 @@ instead runs N clients back to back for a fixed time (requests/s, latency percen
 ``--fake-delay`` s a round, a 32-passage index): ``replicas_rps`` with 1 and 2 replicas,
 then one replica killed under the same load (``failed_requests`` not in flight at the kill,
 ``in_flight_failed``, ``recovery_s`` until 2 run again), into ``results/scale/summary.json``.
+``--uploads DIR`` uploads DIR's documents (every file of an indexed type below it, 20 a
+request) into a new collection over the documents API while the short request runs back
+to back, and adds to ``results/serving/summary.json``: ``upload_short_p95_ratio`` (the
+short request's p95 while an ingestion job runs, over its median of ``--short-requests``
+alone), ``upload_files_per_s`` (the files of the jobs that succeeded, from the first
+upload sent to the last job done) and ``job_overhead_s`` (median over the jobs, from the upload's 202, or the previous job's
+end for a queued one, to the job's build reporting its first phase: the worker process
+started), with the samples under ``uploads``. The collection is deleted afterwards.
 
     python benchmarks/load_bench.py --serve --set engine.backend=fake --fake-delay 0.3 \\
         --set retrieval.index_dir=... --out /tmp/summary.json     # a quick check
     python benchmarks/load_bench.py --serve                        # the configured model
     python benchmarks/load_bench.py --url http://127.0.0.1:8000 --throughput -c 8 -d 60
     python benchmarks/load_bench.py --replicas -c 16 -d 15 --fake-delay 0.2   # ~2.5 min
+    python benchmarks/load_bench.py --serve --uploads /tmp/documents-bench/set --short-requests 10
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +63,9 @@ import httpx
 
 from indexes.build import build_index
 from serving import replicas
+from serving.uploads import MAX_FILES_PER_REQUEST
 from typed_rag.config import Settings, load_settings
+from typed_rag.retrieval.collections import DOCUMENT_SUFFIXES
 
 QUESTIONS = [
     "Why do leaves change color in autumn?",
@@ -197,6 +208,175 @@ async def waiting(base: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def upload_set(folder: Path) -> list[tuple[str, Path]]:
+    """Every file of an indexed type below ``folder``, named by its path there ('/' as '-',
+    since an upload is one flat folder)."""
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = [p for p in found if p.suffix.lower() in DOCUMENT_SUFFIXES]
+    return [(str(p.relative_to(folder)).replace(os.sep, "-"), p) for p in files]
+
+
+@dataclass
+class Upload:
+    """One upload request and the job that indexes it, on the client's clock."""
+
+    files: int
+    job: str | None = None
+    sent: float = 0.0
+    accepted: float | None = None  # the 202
+    working: float | None = None  # first seen with a build phase: the worker runs
+    finished: float | None = None
+    status: str | None = None
+    passages: int = 0
+    error: str | None = None
+
+
+class Ingestion:
+    """``--uploads``: the files uploaded into a new collection, and its jobs followed."""
+
+    def __init__(self, http: httpx.AsyncClient, base: str, files: list[tuple[str, Path]]):
+        self.http = http
+        self.api = base.rstrip("/") + "/v1"
+        self.files = files
+        self.name = f"load-bench-{os.getpid()}-{int(time.time())}"
+        self.uploads: list[Upload] = []
+
+    async def create(self) -> None:
+        r = await self.http.post(self.api + "/collections", json={"name": self.name})
+        if r.status_code != 201:
+            raise SystemExit(
+                f"load_bench: POST /v1/collections answered {r.status_code}: {r.text} "
+                "(--serve turns documents.uploads on; a server with a key needs --api-key)"
+            )
+
+    async def delete(self) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            await self.http.delete(f"{self.api}/collections/{self.name}")
+
+    async def run(self) -> None:
+        """Send every batch at once (their jobs queue, one at a time), then follow them."""
+        for i in range(0, len(self.files), MAX_FILES_PER_REQUEST):
+            batch = self.files[i : i + MAX_FILES_PER_REQUEST]
+            up = Upload(files=len(batch), sent=time.monotonic())
+            self.uploads.append(up)
+            parts = [("files", (name, path.read_bytes())) for name, path in batch]
+            r = await self.http.post(f"{self.api}/collections/{self.name}/files", files=parts)
+            if r.status_code != 202:
+                up.error = f"{r.status_code}: {r.text[:300]}"
+                continue
+            up.accepted, up.job = time.monotonic(), r.json()["id"]
+        waiting = [u for u in self.uploads if u.job]
+        while any(u.finished is None for u in waiting):
+            for up in waiting:
+                if up.finished is None:
+                    await self._look(up)
+            await asyncio.sleep(0.1)
+
+    async def _look(self, up: Upload) -> None:
+        job = (await self.http.get(f"{self.api}/jobs/{up.job}")).json()
+        now = time.monotonic()
+        if up.working is None and job.get("phase"):
+            up.working = now
+        if job["status"] in ("succeeded", "failed"):
+            up.finished, up.status, up.passages = now, job["status"], job.get("passages", 0)
+            up.working = up.working or now
+            up.error = job.get("error")
+
+    def window(self) -> tuple[float, float] | None:
+        """From the first job at work to the last one's end (None: no job ran)."""
+        ran = [(u.working, u.finished) for u in self.uploads if u.working and u.finished]
+        if not ran:
+            return None
+        return min(a for a, _ in ran), max(b for _, b in ran)
+
+    @staticmethod
+    def record(up: Upload, t0: float) -> dict[str, Any]:
+        """``up`` with its times in seconds from ``t0`` (the first upload sent)."""
+        out = asdict(up)
+        for key in ("sent", "accepted", "working", "finished"):
+            out[key] = None if out[key] is None else round(out[key] - t0, 3)
+        return out
+
+    def overheads(self) -> list[float]:
+        """Each job's wait for its worker: from its 202 (or the job before it ending)."""
+        out: list[float] = []
+        previous_end = 0.0
+        for up in self.uploads:
+            if up.accepted is None or up.working is None:
+                continue
+            out.append(max(0.0, up.working - max(up.accepted, previous_end)))
+            previous_end = up.finished or previous_end
+        return out
+
+
+async def uploads_run(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``--uploads DIR``: the short request alone, then while DIR's files are indexed."""
+    files = upload_set(Path(args.uploads))
+    if not files:
+        raise SystemExit(f"load_bench: no file of an indexed type under {args.uploads}")
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    timeout = httpx.Timeout(args.timeout, connect=10)
+    async with httpx.AsyncClient(timeout=timeout, headers=headers) as h:
+        health = (await h.get(base + "/health")).json()
+        c = Client(base, h, args.seed)
+        short = {"max_tokens": 8}
+        await c.ask(SHORT, "llm", **short)  # the first request of a fresh server: not counted
+        alone = [await c.ask(SHORT, "llm", **short) for _ in range(args.short_requests)]
+        alone = [s for s in alone if s is not None]
+        ingestion = Ingestion(h, base, files)
+        await ingestion.create()
+        timed: list[tuple[float, float, float]] = []  # (start, end, seconds) of each
+        try:
+            started = time.monotonic()
+            task = asyncio.create_task(ingestion.run())
+            while not task.done():
+                t0 = time.monotonic()
+                got = await c.ask(SHORT, "llm", **short)
+                if got is not None:
+                    timed.append((t0, time.monotonic(), got))
+            await task
+            states = (await h.get(f"{ingestion.api}/collections/{ingestion.name}/files")).json()
+        finally:
+            await ingestion.delete()
+    window = ingestion.window()
+    during = [s for a, b, s in timed if window and a >= window[0] and b <= window[1]]
+    ends = [u.finished for u in ingestion.uploads if u.finished is not None]
+    indexed = sum(u.files for u in ingestion.uploads if u.status == "succeeded")
+    alone_s = statistics.median(alone) if alone else None
+    p95 = pct(during, 95)
+    overheads = ingestion.overheads()
+    return {
+        "upload_short_p95_ratio": p95 / alone_s if p95 and alone_s else None,
+        "upload_files_per_s": indexed / (max(ends) - started) if ends and indexed else None,
+        "job_overhead_s": statistics.median(overheads) if overheads else None,
+        "uploads": {
+            "folder": str(args.uploads),
+            "files": len(files),
+            "files_in_succeeded_jobs": indexed,
+            "bytes": sum(p.stat().st_size for _, p in files),
+            "jobs": [ingestion.record(u, started) for u in ingestion.uploads],
+            "states": dict(Counter(f["state"] for f in states.get("data", []))),
+            "ingestion_s": window[1] - window[0] if window else None,
+            "short_alone_s": alone_s,
+            "short_p95_s_during_uploads": p95,
+            "samples": {
+                "short_alone_s": alone,
+                "short_during_uploads_s": during,
+                "job_overhead_s": overheads,
+            },
+            "errors": dict(c.errors),
+            "server": health,
+            "settings": args.set,
+            "fake_delay_s": args.fake_delay,
+            "machine": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+            },
+        },
+    }
+
+
 async def throughput(base: str, args: argparse.Namespace) -> dict[str, Any]:
     """N clients back to back for ``--duration`` seconds."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout, connect=10)) as h:
@@ -236,6 +416,7 @@ def started_server(args: argparse.Namespace) -> Iterator[str]:
     cmd = [sys.executable, __file__, "--child", "--port", str(port)]
     cmd += ["--fake-delay", str(args.fake_delay)] if args.fake_delay else []
     cmd += [x for kv in args.set for x in ("--set", kv)]
+    cmd += ["--set", "documents.uploads=on"] if args.uploads else []  # no key needed
     cmd += ["--config", args.config] if args.config else []
     proc = subprocess.Popen(cmd)
     url = f"http://127.0.0.1:{port}"
@@ -431,7 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ready-timeout", type=float, default=1800.0, help="--serve: s to ready")
     p.add_argument("--long", type=int, default=4, help="long requests in flight (4)")
     p.add_argument("--long-type", default="REASON", help="their forced type (REASON)")
-    p.add_argument("--short-requests", type=int, default=5, help="short requests under load")
+    p.add_argument(
+        "--short-requests", type=int, default=5, help="short requests under load (--uploads: alone)"
+    )
     p.add_argument("--settle", type=float, default=2.0, help="s before the first short one")
     p.add_argument("--rag-tokens", type=int, default=32, help="max_tokens of the ten in a row")
     p.add_argument("--throughput", action="store_true", help="N clients for a fixed time")
@@ -442,22 +625,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="per-request client timeout")
     p.add_argument("--replicas", action="store_true", help="Ray Serve replicas: 1, 2, one killed")
     p.add_argument("--ray-cpus", type=int, default=2, help="--replicas: the local cluster's CPUs")
+    p.add_argument("--uploads", metavar="DIR", help="upload DIR's files during short requests")
+    p.add_argument("--api-key", help="--url: the server's server.api_key (--uploads)")
     p.add_argument("--out", help="results/serving/summary.json (--replicas: results/scale/)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args)
-    run = throughput if args.throughput else waiting
+    run = uploads_run if args.uploads else throughput if args.throughput else waiting
     if args.replicas:
         summary = replicas_run(args)
     elif args.url:
         summary = asyncio.run(run(args.url, args))
-        summary["fresh_server"] = False
+        summary.get("uploads", summary)["fresh_server"] = False
     else:
         with started_server(args) as url:
             summary = asyncio.run(run(url, args))
-        summary["fresh_server"] = True
+        summary.get("uploads", summary)["fresh_server"] = True
     out = Path(args.out or f"results/{'scale' if args.replicas else 'serving'}/summary.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     kept = json.loads(out.read_text()) if out.exists() else {}  # other benchmarks' keys

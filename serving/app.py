@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving import documents_api, errors, openapi
 from serving.admission import Admission
+from serving.collection_cards import collection_cards
 from serving.errors import APIError
 from serving.jobs import JobQueue
 from serving.metrics import ServerMetrics
@@ -112,7 +113,7 @@ def create_app(
     @app.get("/v1/collections", dependencies=[Depends(require_key)])
     async def collections() -> JSONResponse:
         """The collections a request's ``collection`` field may name."""
-        cards = await asyncio.to_thread(documents_api.collection_cards, settings)
+        cards = await asyncio.to_thread(collection_cards, settings)
         return JSONResponse({"object": "list", "data": cards})
 
     documents_api.install(app, settings, jobs, require_key)

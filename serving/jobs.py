@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from serving.paths import PathScrubber, root_replacements
+from serving.paths import PathScrubber, ServerPaths
 from serving.uploads import stored_files
 from typed_rag.config import Settings
 from typed_rag.retrieval.collections import uploads_dir
@@ -101,8 +101,7 @@ class JobQueue:
         self._machine = asyncio.Semaphore(1)
         self._cleanups: set[asyncio.Future[None]] = set()
         self._closing = False
-        home = str(settings.home.expanduser().absolute())
-        self._home = [(home + os.sep, "<home>/"), (home, "<home>")]
+        self.paths = ServerPaths(settings)
 
     # -- lifetime -------------------------------------------------------------
 
@@ -310,13 +309,17 @@ class JobQueue:
         job.passages = int(status.get("passages") or 0)
         current = status.get("current_file")
         job.current_file = scrub.text(current) if current else None
-        outcomes = {scrub.text(p): o for p, o in (status.get("files") or {}).items()}
+        outcomes = {
+            scrub.text(p): {k: self.paths.message(v, scrub) if isinstance(v, str) else v
+                            for k, v in o.items()}
+            for p, o in (status.get("files") or {}).items()
+        }  # fmt: skip
         job.outcomes = outcomes
         job.errors = [
             f"{name}: {o['reason']}" for name, o in outcomes.items() if o.get("state") == "skipped"
         ]
         if status.get("error"):
-            job.error = scrub.text(str(status["error"]))
+            job.error = self.paths.message(str(status["error"]), scrub)
         after = (job.phase, job.files_done, job.passages, job.current_file, len(job.outcomes))
         if after != before:
             self._bump(job)
@@ -326,7 +329,7 @@ class JobQueue:
     def scrubber(self, collection: str) -> PathScrubber:
         """What a job's messages may show: file names, not the server's folders."""
         folder = str(uploads_dir(self.settings, collection).absolute())
-        return PathScrubber([*root_replacements([folder]), *self._home])
+        return self.paths.home.with_roots([folder])
 
     def _error_line(self, stderr: str, collection: str) -> str:
         """The CLI's ``typed-rag: error: ...`` message (and what follows it), scrubbed."""
@@ -335,7 +338,7 @@ class JobQueue:
         if at < 0:
             return ""
         message = stderr[at + len(marker) :].strip()
-        return self.scrubber(collection).text(message)[:4000]
+        return self.paths.message(message, self.scrubber(collection))[:4000]
 
     def _fail(self, job: Job, reason: str) -> None:
         job.status, job.error = "failed", reason

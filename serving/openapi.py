@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from serving import documents_api
+from serving import documents_openapi
 from serving.protocol import ChatCompletionRequest
 from serving.responses import ChatCompletionResponse, ErrorResponse, Health, ModelList
 from typed_rag.pipelines import MODES
@@ -146,7 +146,7 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 
             "200": {"description": "ready", "content": _json("Health")},
             "503": {"description": "loading, failed or unhealthy", "content": _json("Health")},
         }
-        documents_api.describe(doc, _json("ErrorResponse"), auth=auth)
+        documents_openapi.describe(doc, _json("ErrorResponse"), auth=auth)
         metrics = paths["/metrics"]["get"]
         metrics["responses"] = {
             "200": {

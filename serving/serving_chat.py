@@ -25,7 +25,6 @@ from serving import errors
 from serving.admission import Admission, Slot
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.paths import CollectionPaths
 from serving.prepare import prepare, request_error
 from serving.protocol import ChatCompletionRequest
 from serving.responses import (
@@ -84,7 +83,7 @@ class OpenAIServingChat:
         self.admission = admission
         self.metrics = metrics
         self.server = state.settings.server
-        self.paths = CollectionPaths(state.settings)  # no server path reaches a client
+        self.paths = state.paths  # no server path reaches a client
         self._streams: set[Pump] = set()
         self._closing = False
 
@@ -114,7 +113,7 @@ class OpenAIServingChat:
             slot = self.admission.reserve(short=request.short)
         except APIError as exc:
             self.metrics.observe_error(mode, exc.status, exc.code)
-            return exc.response()
+            return self._for_client(exc).response()
 
         deadline = asyncio.get_running_loop().time() + self.server.request_timeout_s
         request_id = completion_id()
@@ -128,7 +127,7 @@ class OpenAIServingChat:
             return Response(status_code=CLIENT_CLOSED)
         except APIError as exc:
             self.metrics.observe_error(mode, exc.status, exc.code)
-            return exc.response()
+            return self._for_client(exc, request.asked.collection).response()
         except Exception as exc:  # noqa: BLE001 - turned into an OpenAI 500 below
             err = self._internal(exc, request_id, mode, request.question)
             self.metrics.observe_error(mode, err.status, err.code)
@@ -251,7 +250,7 @@ class OpenAIServingChat:
             raise
         except APIError as exc:
             self.metrics.observe_error(req.model, exc.status, exc.code)
-            yield exc.sse()
+            yield self._for_client(exc, request.asked.collection).sse()
             yield DONE
             return
         # One task drives the whole answer stream (engine generators stay in
@@ -321,8 +320,14 @@ class OpenAIServingChat:
             await pump.stop()
         if error is not None:
             self.metrics.observe_error(req.model, error.status, error.code)
-            yield error.sse()
+            yield self._for_client(error, request.asked.collection).sse()
         yield DONE
+
+    def _for_client(self, error: APIError, collection: str | None = None) -> APIError:
+        """``error`` as the client may read it: its message may quote an exception that
+        names a server path (a missing index, a model file); the log keeps the original."""
+        error.message = self.paths.message(error.message, self.paths.for_collection(collection))
+        return error
 
     # -- accounting -------------------------------------------------------
 

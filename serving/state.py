@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
+from serving.paths import ServerPaths, display_model
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.system import TypedRAG
@@ -37,6 +38,7 @@ class ServerState:
         self.error: str | None = None
         self._on_fatal = on_fatal
         self._warming: asyncio.Task[None] | None = None
+        self.paths = ServerPaths(settings)  # what clients may see of the server's disk
 
     async def load(self) -> None:
         """Build (unless injected) and start TypedRAG; record a failure instead of raising."""
@@ -131,8 +133,9 @@ class ServerState:
         return self.status == "ready" and self.engine_healthy()
 
     def model_name(self) -> str:
+        """The model as clients see it (a local model file by its name, not its path)."""
         engine = getattr(self.rag, "engine", None)
-        return getattr(engine, "model", "") or self.settings.engine.model
+        return display_model(getattr(engine, "model", "") or self.settings.engine.model)
 
     def describe(self) -> dict[str, Any]:
         """The body of ``/health`` (``warming``: loaded, serving its warm-up request)."""
@@ -144,6 +147,6 @@ class ServerState:
             "engine": self.settings.engine.backend,
             "model": self.model_name(),
         }
-        if self.error:
-            out["error"] = self.error
+        if self.error:  # the log has it as it is; a client, without the server's paths
+            out["error"] = self.paths.message(self.error)
         return out

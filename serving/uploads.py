@@ -124,11 +124,16 @@ def check_type(name: str) -> None:
 def check_sizes(
     settings: Settings, uploads: list[tuple[str, UploadFile]], existing: list[StoredFile]
 ) -> None:
-    """413 for a file over ``documents.max_file_mb`` or a collection over
-    ``documents.max_collection_mb``."""
+    """400 for an empty file (nothing to index); 413 for a file over
+    ``documents.max_file_mb`` or a collection over ``documents.max_collection_mb``."""
     limits = settings.documents
     for name, upload in uploads:
         size = upload.size or 0
+        if size == 0:
+            raise errors.bad_request(
+                f"file {name!r} is empty (0 bytes): nothing to index", param="files",
+                code="empty_file",
+            )  # fmt: skip
         if size > limits.max_file_mb * MB:
             raise _too_large(
                 f"file {name!r} is {size / MB:.1f} MB, over the limit of "

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from pathlib import Path
 
 import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from indexes.documents.document import Document, DocumentBuilder, SkipFile, clean
+from indexes.documents.document import (
+    Document,
+    DocumentBuilder,
+    SkipFile,
+    check_unpacked,
+    clean,
+)
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)?", re.I)
@@ -36,6 +43,7 @@ def read_docx_file(path: Path, data: bytes) -> Document:
             "a password-protected or old-format (.doc) Word file; save it as .docx "
             "without a password"
         )
+    _check_zip(data)
     try:
         word = docx.Document(io.BytesIO(data))
     except Exception as exc:  # zip, XML and package errors alike mean: not a readable .docx
@@ -65,3 +73,14 @@ def read_docx_file(path: Path, data: bytes) -> Document:
         raise SkipFile("no text in the Word document")
     core_title = clean(word.core_properties.title or "")
     return doc.build(title or core_title or path.stem)
+
+
+def _check_zip(data: bytes) -> None:
+    """Skip a zip bomb before python-docx unpacks its parts (it reads each one whole). The
+    sizes its directory declares bound what reading can give: zipfile stops at them."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # not a zip: python-docx says what it is
+    check_unpacked("the DOCX (a zip)", unpacked, len(data), "zip bomb")

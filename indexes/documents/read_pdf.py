@@ -22,8 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pypdf
+from pypdf.errors import LimitReachedError
+from pypdf.generic import ArrayObject, StreamObject
 
-from indexes.documents.document import Document, DocumentBuilder, SkipFile, clean
+from indexes.documents.document import (
+    Document,
+    DocumentBuilder,
+    SkipFile,
+    check_unpacked,
+    clean,
+    unpack_limit,
+)
 
 _MIN_PAGE_CHARS = 20  # a page with fewer non-space characters has no text layer to speak of
 _EDGE_LINES = 2  # lines at the top and bottom of a page that may be running headers
@@ -48,6 +57,28 @@ def _open(data: bytes) -> pypdf.PdfReader:
         if opened == pypdf.PasswordType.NOT_DECRYPTED:
             raise SkipFile("encrypted PDF: a password is needed to open it")
     return reader
+
+
+def _check_content(reader: pypdf.PdfReader, packed: int) -> None:
+    """Skip a PDF bomb before a page is parsed: pages whose content streams unpack to more
+    than :func:`unpack_limit` (parsing is pure Python: a few KB of compressed operators,
+    or one stream shared by a thousand pages, would take hours). Counted page by page and
+    stopped at the limit, so at most that much is unpacked; what is, pypdf keeps for the
+    text extraction that follows."""
+    limit = unpack_limit(packed)
+    total = 0
+    for page in reader.pages:
+        try:
+            contents = page.get("/Contents")
+            streams = contents.get_object() if contents is not None else None
+            for part in streams if isinstance(streams, ArrayObject) else [streams]:
+                stream = part.get_object() if part is not None else None
+                if isinstance(stream, StreamObject):
+                    total += len(stream.get_data())
+        except LimitReachedError:  # one stream over pypdf's own limit (75 MB)
+            total = limit + 1
+        if total > limit:
+            check_unpacked("its pages' content", total, packed, "PDF bomb")
 
 
 def _outline(reader: pypdf.PdfReader) -> list[tuple[int, int, str]]:
@@ -161,6 +192,7 @@ def read_pdf_file(path: Path, data: bytes) -> Document:
     try:
         reader = _open(data)
         try:
+            _check_content(reader, len(data))
             n = len(reader.pages)
             pages, failed = _page_lines(reader)
         except SkipFile:

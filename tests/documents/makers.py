@@ -97,3 +97,33 @@ def shop_settings(tmp_path: Path) -> Settings:
     (docs / "notes.md").write_text("# Notes\n\n## Coolant\n\nTop up the coolant weekly.\n")
     build_collection(settings, "shop", [docs], show_progress=False, workers=0)
     return settings
+
+
+def write_pdf_bomb(path: Path, content: bytes, pages: int = 1) -> Path:
+    """A PDF whose pages all show one compressed content stream: a few KB that unpack to
+    ``pages * len(content)`` bytes of page content (spaces, or text operators that take
+    pypdf seconds per MB to parse)."""
+    from pypdf.generic import DecodedStreamObject, NameObject
+
+    writer = PdfWriter()
+    stream = DecodedStreamObject()
+    stream.set_data(content)
+    shared = writer._add_object(stream.flate_encode())
+    for _ in range(pages):
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Contents")] = shared
+    with path.open("wb") as f:
+        writer.write(f)
+    return path
+
+
+def write_zip_bomb(path: Path, unpacked: int, member: str = "word/document.xml") -> Path:
+    """A zip (a DOCX is one) with one member of ``unpacked`` spaces: ~1,000 times smaller."""
+    import zipfile
+
+    block = b" " * 1_000_000
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open(member, "w", force_zip64=True) as out:
+            for _ in range(unpacked // len(block)):
+                out.write(block)
+    return path

@@ -9,7 +9,14 @@ import pytest
 
 from indexes.documents.document import SkipFile
 from indexes.documents.parse import parse_document
-from tests.documents.makers import encrypt_pdf, write_docx, write_pdf, write_scanned_pdf
+from tests.documents.makers import (
+    encrypt_pdf,
+    write_docx,
+    write_pdf,
+    write_pdf_bomb,
+    write_scanned_pdf,
+    write_zip_bomb,
+)
 
 
 def parse(path: Path):
@@ -108,6 +115,23 @@ def test_corrupt_and_password_protected_docx_are_skipped(tmp_path: Path) -> None
     ole = tmp_path / "protected.docx"
     ole.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600)
     assert "password-protected" in skip_reason(ole)
+
+
+def test_zip_and_pdf_bombs_are_skipped_before_they_are_unpacked(tmp_path: Path) -> None:
+    docx = write_zip_bomb(tmp_path / "bomb.docx", 40_000_000)  # 40 MB from 39 KB
+    assert skip_reason(docx) == (
+        "the DOCX (a zip) unpacks to more than 32 MB from 0.04 MB, over the limit (32 MB or "
+        "32x the file's size, whichever is larger): a zip bomb?"
+    )
+    spaces = write_pdf_bomb(tmp_path / "spaces.pdf", b" " * 100_000_000)  # over pypdf's 75 MB
+    assert "its pages' content unpacks to more than 32 MB" in skip_reason(spaces)
+    # 2 MB of text operators shared by 100 pages: 200 MB that pypdf would parse for an hour.
+    ops = write_pdf_bomb(tmp_path / "ops.pdf", b"BT (spindle) Tj ET\n" * 100_000, pages=100)
+    assert skip_reason(ops).endswith("a PDF bomb?")
+    # Below the limit, the same shape is read.
+    small = write_pdf_bomb(tmp_path / "small.pdf", b"BT /F1 12 Tf 72 720 Td (oil) Tj ET\n", 3)
+    assert skip_reason(small).startswith("no text layer")  # too few characters, but read
+    assert parse(write_docx(tmp_path / "ok.docx", "Fine", [("A", ["text"])])).title == "Fine"
 
 
 def test_html_main_content_without_menus(tmp_path: Path) -> None:
