@@ -1,5 +1,5 @@
 """Over a user's documents typed-rag answers from the passages alone (issue 77): one answer
-shaped for the type, no closed-book draft, the documents-only rule in the prompt, and
+with no type's shape, no closed-book draft, the documents-only rule in the prompt, and
 sentences stating a command or number no shown passage holds removed (kept, and recorded,
 by the RAG baseline)."""
 
@@ -13,7 +13,7 @@ from tests.documents.makers import shop_settings
 from tests.serving.conftest import ProbeEngine, make_rag
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
-from typed_rag.pipelines.prompting import DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
+from typed_rag.pipelines.prompting import ANSWER_SHAPES, DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
 
 INVENTED = "Then run `oilctl --reset` to clear the counter [1]."
 ANSWER = f"Change the hydraulic oil every 2000 hours [1]. {INVENTED}"
@@ -47,8 +47,24 @@ async def test_reason_over_documents_is_one_answer_from_the_passages(settings: S
     (gone,) = result.unverified
     assert gone.removed and gone.missing == ["oilctl --reset"]
     assert gone.sentence.startswith("Then run `oilctl --reset`")
+    assert ANSWER_SHAPES["REASON"] not in final_prompt
     # the same question over Wikipedia still takes the REASON pipeline (plan, draft, answer)
     assert [c.step for c in wiki.calls][:1] == ["plan"] and "draft" in wiki.plan
+
+
+@pytest.mark.parametrize("qtype", ["DEBATE", "INSTRUCTION"])
+async def test_no_type_shape_over_documents(settings: Settings, qtype: str) -> None:
+    """A factual question routed DEBATE gets no invented sides over documents, and a how-to
+    no imposed step list; the same how-to over Wikipedia keeps its shape."""
+    engine = ProbeEngine(reply)
+    async with make_rag(settings, engine) as rag:
+        await rag.answer(QUESTION, force_type=qtype, collection="shop")
+        (docs_call,) = engine.calls
+        await rag.answer(QUESTION, force_type="INSTRUCTION")
+    docs_prompt = docs_call.messages[-1]["content"]
+    assert ANSWER_SHAPES[qtype] not in docs_prompt and DOCUMENTS_ONLY in docs_prompt
+    wiki_prompts = [c.messages[-1]["content"] for c in engine.calls[1:]]
+    assert any(ANSWER_SHAPES["INSTRUCTION"] in p for p in wiki_prompts)
 
 
 async def test_rag_baseline_records_unverified_sentences_but_keeps_them(
