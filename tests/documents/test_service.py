@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,14 @@ from serving.jobs import settings_toml
 from serving.paths import PathScrubber, root_replacements
 from tests.conftest import TINY_PASSAGES, write_tsv
 from tests.documents.makers import write_pdf
-from tests.serving.conftest import LiveServer, cli_server, live_server, make_rag, server_settings
+from tests.serving.conftest import (
+    LiveServer,
+    ProbeEngine,
+    cli_server,
+    live_server,
+    make_rag,
+    server_settings,
+)
 from typed_rag.config import Settings, load_settings
 from typed_rag.retrieval.collections import DOCUMENT_SUFFIXES
 
@@ -367,6 +375,59 @@ def test_queries_see_the_previous_version_while_jobs_run_in_order(
     assert done3["started_at"] >= done2["finished_at"]  # one at a time, in order
     assert ("notes.md", None) in api.sources(COOLANT, "shop")
     assert {f["state"] for f in api.files("shop").values()} == {"indexed"}
+
+
+def test_twenty_files_index_while_four_streamed_answers_run(tmp_path: Path) -> None:
+    """Ingestion runs beside chat: 20 real files (10 PDFs, 10 Markdown) in one upload while 4
+    streamed answers are under way; every stream ends with its answer and ``[DONE]``, and
+    the job indexes every file."""
+    settings = settings_for(tmp_path)
+    engine = ProbeEngine(delay_s=0.5, token_delay_s=0.05)
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        api = Client(srv.url, [str(tmp_path)])
+        api.call("POST", "/collections", json={"name": "shop"})
+        files = [
+            (f"press-{i}.pdf", write_pdf(tmp_path / f"press-{i}.pdf", [
+                ("Safety", f"Machine {i}: wear goggles."),
+                ("Hydraulics", f"Change the oil of machine {i} every {1000 + i} hours."),
+            ]).read_bytes())
+            for i in range(10)
+        ] + [(f"notes-{i}.md", f"# Notes {i}\n\nTop up coolant {i} weekly.\n".encode())
+             for i in range(10)]  # fmt: skip
+        streams: list[list[str]] = [[] for _ in range(4)]
+
+        def chat(out: list[str]) -> None:
+            body = {"model": "rag", "stream": True,
+                    "messages": [{"role": "user", "content": OIL}]}  # fmt: skip
+            with httpx.stream(
+                "POST", f"{api.api}/chat/completions", json=body, headers=AUTH, timeout=120
+            ) as r:
+                assert r.status_code == 200
+                out.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
+
+        threads = [threading.Thread(target=chat, args=(out,)) for out in streams]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while engine.started < 4:  # every answer is in its engine call before the upload
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        up = api.upload("shop", *files)
+        assert up.status_code == 202, up.text
+        assert engine.finished < 4, "the answers ended before the upload: no overlap tested"
+        job = api.wait(up.json()["id"])
+        for t in threads:
+            t.join(timeout=120)
+    assert job["status"] == "succeeded", job
+    assert (job["files_done"], job["files_total"]) == (20, 20)
+    assert {o["state"] for o in job["outcomes"].values()} == {"indexed"}
+    for out in streams:
+        assert out[-1] == "[DONE]", out[-3:]
+        text = "".join(
+            (json.loads(e)["choices"] or [{}])[0].get("delta", {}).get("content") or ""
+            for e in out[:-1]
+        )
+        assert text.strip(), out
 
 
 def test_a_job_that_finds_no_text_fails_and_says_why(server: tuple[LiveServer, Client]) -> None:
