@@ -17,7 +17,10 @@ questions (not pointing at "the given code snippet" or "the passage", which a re
 not seen) are searched in the collection: recall@5 counts the questions whose top 5 hold a
 passage of the same file and page (PDF) or section (others), with BM25 alone and with the
 default reranking (``retrieval.rerank_depth``), over all questions (with a Wilson 95%
-interval) and per seed; ``recall.jsonl`` has each question's rank. Two samples, because
+interval) and per seed; ``recall.jsonl`` has each question's rank. The same questions then
+go to each first-stage retriever of ``--kinds`` without reranking (``bm25``, ``hybrid``:
+the collection is encoded first), recall@5 with its interval and query p50 in
+``summary.json`` under the kind's name. Two samples, because
 one of 100 questions moved by 0.10 between seeds (0.79 and 0.89 with the same retrieval).
 
     .venv/bin/python benchmarks/documents_bench.py                # writes results/documents/
@@ -352,6 +355,34 @@ def recall_at_5(
     }, ranks
 
 
+def kind_rows(
+    settings: Settings,
+    samples: list[dict[str, Any]],
+    questions: list[str],
+    latency_queries: list[str],
+    kinds: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Each first-stage retriever (``retrieval.kind``, no reranking) on the same questions:
+    source recall@5 with its interval and single-query latency. Dense and hybrid encode the
+    collection first (``index build --dense``, resumable; minutes on a CPU)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        if kind != "bm25":
+            cli = Path(sys.executable).with_name("typed-rag")
+            folder = collection_dir(settings, NAME)
+            cmd = [str(cli), "--set", f"home={settings.home}", "index", "build", "--dense"]
+            subprocess.run([*cmd, "--if-missing", "--quiet", "--out", str(folder)], check=True)
+        mine = settings.with_section("retrieval", kind=kind, rerank_depth=0)
+        recall, _ = recall_at_5(mine, samples, questions, rerank=False)
+        rows[kind] = {
+            **recall,
+            "query_ms_p50": query_latency(mine, latency_queries)["p50_ms"],
+            "settings": f"retrieval.kind={kind}, rerank_depth=0",
+        }
+        print(kind, json.dumps(rows[kind]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/documents-bench"))
@@ -360,6 +391,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100, help="questions per seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 7])
     parser.add_argument("--no-recall", action="store_true", help="skip the LLM questions")
+    parser.add_argument(
+        "--kinds", default="bm25,hybrid", help="first-stage retrievers measured side by side"
+    )
     parser.add_argument("--child-build", nargs=2, metavar=("HOME", "DOCS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_build:
@@ -441,6 +475,8 @@ def main() -> None:
                     settings, samples, questions, rerank=True
                 )
             recall["per_seed"] = per_seed(seeds, bm25_ranks, reranked_ranks)
+            kinds = [k for k in args.kinds.split(",") if k]
+            recall["kinds"] = kind_rows(settings, samples, questions, latency_queries, kinds)
             rows = zip(samples, questions, seeds, bm25_ranks, reranked_ranks, strict=True)
             with (args.out / PER_QUESTION).open("w") as f:
                 for s, q, seed, b, r in rows:
@@ -474,6 +510,7 @@ def main() -> None:
         "incremental_files_read": summary["incremental"]["files_read"],
         "recall_at_5": default.get("recall_at_5"),
         "recall_at_5_ci95": default.get("ci95"),
+        **recall.get("kinds", {}),
         "skipped": [
             {"path": os.path.relpath(s["path"], docs), "reason": s["reason"]}
             for s in full["skipped"]

@@ -18,6 +18,7 @@ from collections import deque
 
 from serving.errors import overloaded
 from serving.metrics import ServerMetrics
+from serving.training_pause import TrainingPause
 
 
 class Slot:
@@ -68,7 +69,12 @@ class Admission:
     """Running slots (plus the short lane) and a bounded FIFO queue of waiting requests."""
 
     def __init__(
-        self, max_concurrent: int, max_queue: int, metrics: ServerMetrics, short_slots: int = 0
+        self,
+        max_concurrent: int,
+        max_queue: int,
+        metrics: ServerMetrics,
+        short_slots: int = 0,
+        pause: TrainingPause | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError("server.max_concurrent must be at least 1")
@@ -80,6 +86,7 @@ class Admission:
         self._queue: deque[Slot] = deque()
         self._running: set[Slot] = set()
         self._metrics = metrics
+        self._pause = pause  # background training waits while any request runs
 
     @property
     def waiting(self) -> int:
@@ -112,6 +119,8 @@ class Admission:
         else:
             return False
         self._running.add(slot)
+        if self._pause is not None and len(self._running) == 1:
+            self._pause.busy()
         slot._granted.set_result(None)
         self._metrics.in_flight.inc()
         return True
@@ -124,6 +133,8 @@ class Admission:
         if slot in self._running:
             self._running.discard(slot)
             self._metrics.in_flight.dec()
+            if self._pause is not None and not self._running:
+                self._pause.idle()
         elif slot in self._queue:
             self._queue.remove(slot)
         self._dispatch()

@@ -29,6 +29,8 @@ from serving.metrics import ServerMetrics
 from serving.responses import ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
+from serving.training_pause import TrainingPause
+from typed_rag.classifier.interim import finetune_pid_path
 from typed_rag.config import Settings
 from typed_rag.pipelines import MODES
 
@@ -51,13 +53,17 @@ def create_app(
     server = settings.server
     metrics = ServerMetrics()
     state = ServerState(settings, rag, on_fatal=on_fatal)
-    admission = Admission(server.max_concurrent, server.max_queue, metrics, server.short_slots)
+    pause = TrainingPause(finetune_pid_path(settings))
+    admission = Admission(
+        server.max_concurrent, server.max_queue, metrics, server.short_slots, pause
+    )
     chat = OpenAIServingChat(state, admission, metrics)
     jobs = JobQueue(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         jobs.recover()
+        pause.release_left_over()
         if settings.documents.uploads == "on" and not server.api_key:
             log.warning(
                 "documents.uploads is on without server.api_key: anyone who reaches this "
@@ -70,6 +76,7 @@ def create_app(
             if not loader.done():
                 loader.cancel()
                 await asyncio.gather(loader, return_exceptions=True)
+            pause.resume()
             await jobs.close()
             await state.close()
 
