@@ -646,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"results/{'scale' if args.replicas else 'serving'}/summary.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     kept = json.loads(out.read_text()) if out.exists() else {}  # other benchmarks' keys
-    out.write_text(json.dumps(kept | summary, indent=1) + "\n")
+    out.write_text(json.dumps(kept | summary, indent=1, ensure_ascii=False) + "\n")
     shown = {k: v for k, v in summary.items() if not isinstance(v, dict | list)}
     print(json.dumps(shown, indent=1))
     print(f"wrote {out}")

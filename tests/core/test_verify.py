@@ -3,7 +3,7 @@ shown passage holds are found, and removed only when asked and only when somethi
 
 from __future__ import annotations
 
-from typed_rag.finishing.verify import verify_answer
+from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
 from typed_rag.pipelines import TYPED, plain
 from typed_rag.routing import ROUTES, choose
 from typed_rag.types import QuestionType
@@ -26,13 +26,32 @@ def test_a_sentence_with_a_command_the_page_does_not_give_is_removed() -> None:
     assert u.missing == ["git commit -a"] and u.removed
 
 
-def test_recorded_but_kept_when_not_dropping_or_when_nothing_would_be_left() -> None:
+def test_recorded_but_kept_when_not_dropping() -> None:
     wrong = "Use `git stash` [1]."
     kept = verify_answer(wrong + " It keeps the changes [1].", PASSAGES, QUESTION, drop=False)
     assert kept.answer.startswith(wrong) and not kept.unverified[0].removed
+    alone = verify_answer(wrong, PASSAGES, QUESTION, drop=False)
+    assert alone.answer == wrong and not alone.declined
+
+
+def test_an_answer_no_sentence_of_which_holds_says_the_documents_do_not_say() -> None:
+    from eval.grounding.measure import declines
+
+    wrong = "Use `git stash` [1]. Then `git stash pop` brings it back [1]."
     alone = verify_answer(wrong, PASSAGES, QUESTION, drop=True)
-    assert alone.answer == wrong and [u.missing for u in alone.unverified] == [["git stash"]]
-    assert not alone.unverified[0].removed
+    assert alone.declined and alone.answer == UNSUPPORTED and declines(alone.answer)
+    assert [u.missing for u in alone.unverified] == [["git stash"], ["git stash pop"]]
+    assert all(u.removed for u in alone.unverified)  # the removed text stays in the trace
+
+
+def test_a_sentence_after_a_code_block_is_checked_and_the_block_stays_closed() -> None:
+    answer = (
+        "Undo it like this [1]:\n\n```\ngit reset --soft HEAD^\n```\n\n"
+        "In this example, `undo.sh` holds the command. The changes are kept [1]."
+    )
+    verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
+    assert "undo.sh" not in verified.answer
+    assert verified.answer.endswith("```\n\nThe changes are kept [1].")
 
 
 def test_a_faithful_answer_is_untouched() -> None:

@@ -68,10 +68,17 @@ def split_sentences(answer: str) -> list[str]:
     """The answer's sentences and list items, each with its citations.
 
     A citation written just after the full stop (``... rises. [2]``) belongs to
-    the sentence before it; a list marker (``1.``) to the sentence after it.
+    the sentence before it; a list marker (``1.``) to the sentence after it. A fenced code
+    block holds no sentences: ``char name[2];`` is code, not a claim citing passage 2.
     """
     merged: list[str] = []
+    in_fence = False
     for line in answer.splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
         pieces = [p.strip() for p in _SENTENCE.split(line) if p and p.strip()]
         marker = ""
         for piece in pieces:

@@ -39,6 +39,7 @@ OWN_WORDS_SHARE = 0.4
 class Verified:
     answer: str
     unverified: list[Unverified]
+    declined: bool = False  # every sentence went: the answer says the documents do not say
 
 
 def unshared_words(sentence: str, question: set[str], bags: Sequence[set[str]]) -> list[str]:
@@ -55,13 +56,28 @@ def unshared_words(sentence: str, question: set[str], bags: Sequence[set[str]]) 
     return [w for key, w in own.items() if key not in best]
 
 
+# The answer over documents when no sentence of the generated one is backed by a shown
+# passage (every one states a span or words none holds): the passages are still shown.
+DO_NOT_SAY = "The documents do not say:"  # how every such answer starts; never checked
+UNSUPPORTED = (
+    f"{DO_NOT_SAY} no shown passage supports an answer to this question; the passages found "
+    "are listed below."
+)
+
+# After a code fence's line: a sentence that follows a closed block is a piece of its own
+# (the sentence splitter sees no sentence end in "}\n```\n\nIn this example ...").
+_FENCE_LINE_END = re.compile(r"(?<=```)(?=[ \t]*\n)")
+
+
 def verify_answer(answer: str, passages: Sequence[str], question: str, drop: bool) -> Verified:
     """``answer`` with its unverified sentences found (spans no shown passage holds, or an
-    uncited sentence whose words none holds), and removed when ``drop`` says so; an answer
-    every sentence of which is unverified is kept whole (and recorded): removing it all
-    would leave nothing to correct. A sentence inside or across a fenced code block stays
+    uncited sentence whose words none holds), and removed when ``drop`` says so; when every
+    sentence would go, the answer is :data:`UNSUPPORTED` (the documents do not say), the
+    removed text kept in the trace's ``unverified``. A sentence inside or across a fenced code block stays
     (recorded): cutting it would break the block."""
-    pieces = answer_pieces(answer)
+    if answer.startswith(DO_NOT_SAY):  # the route's own decline names what is missing
+        return Verified(answer, [], declined=True)
+    pieces = [part for piece in answer_pieces(answer) for part in _FENCE_LINE_END.split(piece)]
     asked = {stem(w) for w in content_words(question)}
     bags = [{stem(w) for w in content_words(text)} for text in passages]
     found: list[tuple[int, Unverified]] = []
@@ -81,9 +97,30 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
             found[-1][1].removed = whole  # provisional: confirmed below
     unverified = [u for _, u in found]
     gone = {i for i, u in found if u.removed}
-    kept = "".join(p for i, p in enumerate(pieces) if i not in gone)
-    if not drop or not gone or not kept.strip():
+    kept = _join_kept(pieces, gone)
+    if drop and gone and not kept.strip():  # nothing shown backs any of it: say so
+        for u in unverified:
+            u.removed = True
+        return Verified(UNSUPPORTED, unverified, declined=True)
+    if not drop or not gone:
         for u in unverified:
             u.removed = False
         return Verified(answer, unverified)
     return Verified(re.sub(r"[ \t]+\n", "\n", kept).strip(), unverified)
+
+
+def _join_kept(pieces: Sequence[str], gone: set[int]) -> str:
+    """The pieces not in ``gone``, joined; a removed piece's line break passes to the next
+    kept piece, so a sentence after a code block does not land on its closing fence line."""
+    out: list[str] = []
+    brk = ""
+    for i, piece in enumerate(pieces):
+        lead = piece[: len(piece) - len(piece.lstrip())]
+        if i in gone:
+            brk = brk or (lead if "\n" in lead else "")
+            continue
+        if brk and "\n" not in lead:
+            piece = brk + piece.lstrip(" \t")
+        out.append(piece)
+        brk = ""
+    return "".join(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from typed_rag.finishing.verify import DO_NOT_SAY
 from typed_rag.messages import Messages, Numbered, chat, format_passages
 
 ANSWER_SYSTEM = "You are an assistant that answers questions accurately and helpfully."
@@ -97,8 +98,7 @@ DOCUMENTS_ONLY = (
 
 # The answer over documents when no passage of the collection matched the question.
 NOT_IN_DOCUMENTS = (
-    "The documents do not say: no passage of this collection matches the question closely "
-    "enough to answer it."
+    f"{DO_NOT_SAY} no passage of this collection matches the question closely enough to answer it."
 )
 
 
@@ -107,7 +107,7 @@ def not_in_documents(unknown: Sequence[str]) -> str:
     if not unknown:
         return NOT_IN_DOCUMENTS
     named = ", ".join(f'"{w}"' for w in unknown[:3])
-    return f"The documents do not say: no page of this collection mentions {named}."
+    return f"{DO_NOT_SAY} no page of this collection mentions {named}."
 
 
 STRICT_CITE_RULE = (
