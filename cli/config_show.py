@@ -2,6 +2,8 @@
 
 The one generated table of settings (``docs/settings.md`` is its Markdown output, checked
 by a test), so that a setting cannot exist without a line that says what it does.
+``--resolved`` shows the values the system is built with instead, every ``auto`` decided
+for this machine and index folder (:func:`typed_rag.config_resolve.resolve_settings`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from typed_rag.config import DEFAULT_HOME, REPO_ROOT, Settings
+from typed_rag.config_resolve import resolve_settings
+from typed_rag.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,10 @@ def _portable(value: Any) -> Any:
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
+    if args.resolved and args.markdown:
+        raise UserError("--markdown is the table of declared defaults; drop --resolved")
+    if args.resolved:
+        return show_resolved(resolve_settings(settings), as_json=args.json)
     rows = setting_rows(settings)
     if args.markdown:
         print(markdown(rows), end="")
@@ -102,6 +110,25 @@ def run_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def show_resolved(settings: Settings, *, as_json: bool) -> int:
+    """The resolved values: ``--json`` as one object by section (``GET /v1/config``'s
+    shape, with the secrets), else one line per setting, marked where this machine decided
+    it (declared as auto or unset)."""
+    if as_json:
+        print(json.dumps(settings.model_dump(mode="json"), indent=2))
+        return 0
+    declared = {r.key: r.value for r in setting_rows(settings.declared())}
+    rows = setting_rows(settings)
+    width = max(len(r.key) for r in rows)
+    decided = 0
+    for row in rows:
+        here = row.value != declared[row.key]
+        decided += here
+        print(f"{row.key:<{width}}  {json.dumps(row.value)}{'  (decided here)' if here else ''}")
+    print(f"\n{len(rows)} settings, {decided} decided on this machine for this index folder")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     config = sub.add_parser("config", help="the settings: their defaults and values in force")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -109,4 +136,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="the docs/settings.md table")
     fmt.add_argument("--json", action="store_true", help="one JSON object per setting")
+    show.add_argument(
+        "--resolved",
+        action="store_true",
+        help="the values in force here, every auto decided (with --json: one object)",
+    )
     show.set_defaults(func=run_show)
