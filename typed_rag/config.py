@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 from pydantic import Field, PrivateAttr
 from pydantic_settings import (
@@ -117,7 +117,7 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
-    def with_section(self, section: str, **fields: Any) -> Settings:
+    def with_section(self, section: str, **fields: Any) -> Self:
         """A copy with some fields of one section replaced (e.g. ``("retrieval",
         dense_model=m)``): the one way stages derive a variant of the settings. The new
         values are validated and an unknown name is an error (``model_copy`` checks neither)."""
@@ -136,9 +136,9 @@ class Settings(BaseSettings):
         """Whether every ``auto`` here was turned into its value (``resolve_settings``)."""
         return self._declared is not None
 
-    def declared(self) -> Settings:
+    def declared(self) -> Self:
         """The settings as given, before ``auto`` was resolved (these, when never resolved)."""
-        return self._declared if self._declared is not None else self
+        return cast(Self, self._declared) if self._declared is not None else self
 
     # Derived locations, so every stage agrees on where artefacts live.
     @property
