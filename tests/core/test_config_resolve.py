@@ -89,6 +89,10 @@ def test_what_each_auto_became_here(tmp_path: Path) -> None:
     assert r.engine.model_source == "pypi,hub" and r.engine.sources() == ("pypi", "hub")
     assert r.documents.uploads == "on"  # auto with a key
     assert resolve_settings(declared(tmp_path)).documents.uploads == "off"  # without one
+    # The one auto kept: vLLM's own dtype value, which vLLM decides from the model's config
+    vllm = resolve_settings(declared(tmp_path, **{"engine.backend": "vllm"}))
+    assert vllm.engine.dtype == "auto" and vllm.engine.n_threads is None
+    assert list(autos(vllm.model_dump(mode="json"))) == ["engine.dtype"]
 
 
 def test_auto_follows_the_index_folder(tmp_path: Path) -> None:
