@@ -2,6 +2,8 @@
 
 The one generated table of settings (``docs/settings.md`` is its Markdown output, checked
 by a test), so that a setting cannot exist without a line that says what it does.
+``--resolved`` shows the values the system is built with instead, every ``auto`` decided
+for this machine and index folder (:func:`typed_rag.config_resolve.resolve_settings`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from typed_rag.config import DEFAULT_HOME, REPO_ROOT, Settings
+from typed_rag.config_resolve import resolve_settings
+from typed_rag.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,22 @@ def markdown(rows: list[SettingRow]) -> str:
         "(`TYPED_RAG_<SECTION>__<FIELD>`, e.g. `TYPED_RAG_ENGINE__BACKEND=vllm`) or on the",
         "command line (`--set engine.backend=vllm`).",
         "",
+        "## Resolved settings",
+        "",
+        "A default of `auto` (or an unset folder or thread count) is decided once, when the",
+        "system is built, for this machine and the index folder (`typed_rag/config_resolve.py`,",
+        "each rule beside its setting in `typed_rag/config_sections.py`): every stage then reads",
+        "the same value. `typed-rag config show --resolved` prints them (`--json`: one object by",
+        "section), marked `(decided here)`; `GET /v1/config` returns them from a running server,",
+        "keys and tokens `<redacted>`, paths as `<home>/...` or `<path>/NAME`. A collection is",
+        "resolved for its own folder; evaluation fingerprints keep the declared values, so runs",
+        "from different machines compare. Left as declared: `method.*` (unset: the profile's",
+        "value), `reranker.device`, `engine.server_bin`, and a vLLM `engine.dtype` of `auto`",
+        "(vLLM's own choice from the model's config); settings a backend does not read",
+        "(`engine.n_threads`, `engine.dtype`) resolve to none.",
+        "",
+        "## Every setting",
+        "",
         f"{len(rows)} settings.",
         "",
         "| setting | default | what it does |",
@@ -85,6 +105,10 @@ def _portable(value: Any) -> Any:
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
+    if args.resolved and args.markdown:
+        raise UserError("--markdown is the table of declared defaults; drop --resolved")
+    if args.resolved:
+        return show_resolved(resolve_settings(settings), as_json=args.json)
     rows = setting_rows(settings)
     if args.markdown:
         print(markdown(rows), end="")
@@ -102,6 +126,25 @@ def run_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def show_resolved(settings: Settings, *, as_json: bool) -> int:
+    """The resolved values: ``--json`` as one object by section (``GET /v1/config``'s
+    shape, with the secrets), else one line per setting, marked where this machine decided
+    it (declared as auto or unset)."""
+    if as_json:
+        print(json.dumps(settings.model_dump(mode="json"), indent=2))
+        return 0
+    declared = {r.key: r.value for r in setting_rows(settings.declared())}
+    rows = setting_rows(settings)
+    width = max(len(r.key) for r in rows)
+    decided = 0
+    for row in rows:
+        here = row.value != declared[row.key]
+        decided += here
+        print(f"{row.key:<{width}}  {json.dumps(row.value)}{'  (decided here)' if here else ''}")
+    print(f"\n{len(rows)} settings, {decided} decided on this machine for this index folder")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     config = sub.add_parser("config", help="the settings: their defaults and values in force")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -109,4 +152,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="the docs/settings.md table")
     fmt.add_argument("--json", action="store_true", help="one JSON object per setting")
+    show.add_argument(
+        "--resolved",
+        action="store_true",
+        help="the values in force here, every auto decided (with --json: one object)",
+    )
     show.set_defaults(func=run_show)

@@ -23,10 +23,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from serving import documents_api, errors, openapi
 from serving.admission import Admission
 from serving.collection_cards import collection_cards
+from serving.config_view import public_settings
 from serving.errors import APIError
 from serving.jobs import JobQueue
 from serving.metrics import ServerMetrics
-from serving.responses import ModelCard, ModelList
+from serving.responses import ConfigResponse, ModelCard, ModelList
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from serving.training_pause import TrainingPause
@@ -116,6 +117,12 @@ def create_app(
         return ModelList(
             data=[ModelCard(id=m, root=root, description=MODE_DESCRIPTIONS[m]) for m in MODES]
         )
+
+    @app.get("/v1/config", dependencies=[Depends(require_key)])
+    async def config() -> ConfigResponse:
+        """The settings in force, every ``auto`` resolved; no key, token or server path."""
+        resolved = await asyncio.to_thread(state.resolved_settings)
+        return ConfigResponse(settings=public_settings(resolved, state.paths.home))
 
     @app.get("/v1/collections", dependencies=[Depends(require_key)])
     async def collections() -> JSONResponse:

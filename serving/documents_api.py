@@ -43,9 +43,9 @@ EVENTS_POLL_S = 0.25
 
 
 def enabled(settings: Settings) -> bool:
-    """Whether the documents API answers: ``on``, or ``auto`` with an API key set."""
-    mode = settings.documents.uploads
-    return mode == "on" or (mode == "auto" and bool(settings.server.api_key))
+    """Whether the documents API answers: ``on``, or ``auto`` with an API key set
+    (``DocumentSettings.uploads_with``; resolved settings hold it)."""
+    return settings.documents.uploads_with(settings.server.api_key) == "on"
 
 
 def install(

@@ -17,7 +17,13 @@ from pydantic import BaseModel
 
 from serving import documents_openapi
 from serving.protocol import ChatCompletionRequest
-from serving.responses import ChatCompletionResponse, ErrorResponse, Health, ModelList
+from serving.responses import (
+    ChatCompletionResponse,
+    ConfigResponse,
+    ErrorResponse,
+    Health,
+    ModelList,
+)
 from typed_rag.pipelines import MODES
 from typed_rag.types import QuestionType
 
@@ -120,7 +126,7 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 
         components.update(
             _schemas(ChatCompletionRequest, ChatCompletionResponse, ErrorResponse, ModelList)
         )
-        components.update(_schemas(Health))
+        components.update(_schemas(Health, ConfigResponse))
         _request_schema(components, max_input_chars, max_top_k)
         auth_errors = (401,) if auth else ()
         paths = doc["paths"]
@@ -139,6 +145,14 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 
         models = paths["/v1/models"]["get"]
         models["responses"] = {
             "200": {"description": "the modes", "content": _json("ModelList")},
+            **_errors(*auth_errors),
+        }
+        config = paths["/v1/config"]["get"]
+        config["responses"] = {
+            "200": {
+                "description": "the settings in force, resolved, without secrets or paths",
+                "content": _json("ConfigResponse"),
+            },
             **_errors(*auth_errors),
         }
         health = paths["/health"]["get"]

@@ -73,7 +73,7 @@ def replica_settings(settings: Settings) -> Settings:
     queues over one ``home`` would race; build collections with ``typed-rag index build``
     (or a single server) and the replicas open them read-only."""
     docs = settings.documents
-    if docs.uploads == "on" or (docs.uploads == "auto" and settings.server.api_key):
+    if docs.uploads_with(settings.server.api_key) == "on":
         log.info("documents.uploads is off in Ray Serve replicas (collections are read-only)")
         settings = settings.with_section("documents", uploads="off")
     return settings

@@ -211,3 +211,12 @@ class Health(BaseModel):
     engine: str
     model: str
     error: str | None = None
+
+
+class ConfigResponse(BaseModel):
+    """``GET /v1/config``: the settings in force, every ``auto`` resolved, by section
+    (``typed-rag config show --resolved --json``), keys and tokens ``<redacted>``, the
+    server's paths as ``<home>/...`` or ``<path>/NAME``."""
+
+    object: Literal["config"] = "config"
+    settings: dict[str, Any]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from serving.paths import ServerPaths, display_model
 from typed_rag.config import Settings
+from typed_rag.config_resolve import resolve_settings
 from typed_rag.errors import UserError
 from typed_rag.system import TypedRAG
 
@@ -39,6 +40,7 @@ class ServerState:
         self._on_fatal = on_fatal
         self._warming: asyncio.Task[None] | None = None
         self.paths = ServerPaths(settings)  # what clients may see of the server's disk
+        self._resolved: Settings | None = None
 
     async def load(self) -> None:
         """Build (unless injected) and start TypedRAG; record a failure instead of raising."""
@@ -131,6 +133,16 @@ class ServerState:
     @property
     def ready(self) -> bool:
         return self.status == "ready" and self.engine_healthy()
+
+    def resolved_settings(self) -> Settings:
+        """The settings in force: those the system was built with (every ``auto``
+        resolved), or, before it is built or when it was given ready-made, these resolved."""
+        built = getattr(self.rag, "settings", None)
+        if isinstance(built, Settings) and built.resolved:
+            return built
+        if self._resolved is None:
+            self._resolved = resolve_settings(self.settings)
+        return self._resolved
 
     def model_name(self) -> str:
         """The model as clients see it (a local model file by its name, not its path)."""

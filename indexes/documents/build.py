@@ -321,13 +321,11 @@ def _dense_to_build(settings: Settings, folder: Path, dense: bool | None) -> lis
     """The encoders whose dense index a new version of the collection gets: those search
     uses (``dense_model``, and for hybrid ``fuse_models``), all of them when asked
     (``dense``) or the kind needs them; under ``auto`` those the collection already has."""
-    kind = settings.retrieval.kind
     models = dense_models(settings)
     if dense is not None:
         return models if dense else []
-    if kind == "auto":
-        return [m for m in models if _has_dense(folder, m)]
-    return [] if kind == "bm25" else models
+    declared = settings.declared().retrieval
+    return declared.dense_to_build(models, lambda m: _has_dense(folder, m))
 
 
 def _up_to_date(

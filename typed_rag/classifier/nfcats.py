@@ -31,12 +31,13 @@ from torch import nn
 
 from typed_rag.classifier.base import BATCH_SIZE, TypeClassifier
 from typed_rag.config import Settings
+from typed_rag.config_sections import NFCATS_CHECKPOINT
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS, QuestionType
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHECKPOINT = "Lurunchik/nf-cats"
+DEFAULT_CHECKPOINT = NFCATS_CHECKPOINT
 BASE_TOKENIZER = "deepset/roberta-base-squad2"  # the checkpoint's base model; its tokenizer
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")

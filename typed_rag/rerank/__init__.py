@@ -23,13 +23,14 @@ log = logging.getLogger(__name__)
 
 
 def build_reranker(settings: Settings) -> Reranker | None:
-    """The reranker the settings ask for, loaded; ``None`` for kind ``none``."""
-    kind = settings.reranker.kind
+    """The reranker the settings ask for, loaded; ``None`` for kind ``none``. BGE that an
+    ``auto`` asked for (as declared) falls back to the bi-encoder when it does not load."""
+    kind = settings.reranker.kind_in_force()
     if kind == "none":
         return None
     if kind == "bge":
-        return BGEReranker.from_settings(settings)
-    if kind == "auto" and settings.reranker.bge_model:
+        if settings.declared().reranker.kind != "auto":
+            return BGEReranker.from_settings(settings)
         try:
             return BGEReranker.from_settings(settings)
         except UserError as exc:
@@ -37,4 +38,11 @@ def build_reranker(settings: Settings) -> Reranker | None:
     return BiEncoderReranker.from_settings(settings)
 
 
-__all__ = ["BGEReranker", "BiEncoderReranker", "Reranker", "build_reranker"]
+def reranker_kind(reranker: Reranker | None) -> str:
+    """Which kind ``reranker`` is (``bge``, ``biencoder``, ``none``), as the settings name it."""
+    if reranker is None:
+        return "none"
+    return "bge" if isinstance(reranker, BGEReranker) else "biencoder"
+
+
+__all__ = ["BGEReranker", "BiEncoderReranker", "Reranker", "build_reranker", "reranker_kind"]

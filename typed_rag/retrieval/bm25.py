@@ -33,6 +33,7 @@ import numpy as np
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
+from typed_rag.config_sections import bm25_backend
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import Analyzer
 from typed_rag.retrieval.base import Passage
@@ -106,8 +107,7 @@ class BM25Index:
                 f"index at {folder} is incomplete (missing {', '.join(missing)}); "
                 f"rebuild it with `typed-rag index build`"
             )
-        if backend == "auto":
-            backend = "numba" if numba_available() else "numpy"
+        backend = bm25_backend(backend, numba_available)
         if backend == "numba" and not numba_available():
             raise UserError("retrieval.backend is 'numba' but numba is not installed")
         self.folder = folder

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -158,10 +159,14 @@ def require_collection(settings: Settings, name: str) -> Path:
 
 
 def collection_settings(settings: Settings, name: str | None) -> Settings:
-    """``settings`` whose retrieval reads collection ``name`` (None or ``wiki``: unchanged)."""
+    """``settings`` whose retrieval reads collection ``name`` (None or ``wiki``: unchanged).
+
+    Another collection's are the declared ones with its folder: what ``auto`` means there
+    depends on that folder (its dense indexes), not on the default index's."""
     if name is None or name == WIKI:
         return settings
-    return settings.with_section("retrieval", index_dir=require_collection(settings, name))
+    folder = require_collection(settings, name)
+    return settings.declared().with_section("retrieval", index_dir=folder)
 
 
 def open_collection(settings: Settings, name: str | None) -> Retriever:
@@ -176,9 +181,17 @@ class CollectionRetrievers:
     again; requests still running keep the version they started with.
     """
 
-    def __init__(self, settings: Settings, reranker: Reranker | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        reranker: Reranker | None,
+        resolve: Callable[[Settings], Settings] | None = None,
+    ) -> None:
         self.settings = settings
         self.reranker = reranker
+        # ``resolve_settings``, given by the system builder: each collection's autos are
+        # resolved once, for its folder, when it is opened
+        self.resolve = resolve
         self._open: dict[str, tuple[str, Retriever]] = {}
         self._lock = threading.Lock()
 
@@ -191,6 +204,8 @@ class CollectionRetrievers:
             if cached is not None and cached[0] == version:
                 return cached[1]
             settings = collection_settings(self.settings, name)
+            if self.resolve is not None:
+                settings = self.resolve(settings)
             retriever = with_reranking(settings, open_retriever(settings), self.reranker)
             self._open[name] = (version, retriever)
             return retriever

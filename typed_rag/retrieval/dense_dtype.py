@@ -18,13 +18,15 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from typed_rag.config import Settings
+from typed_rag.config_sections import DenseDtype
 from typed_rag.cpuinfo import cpu_name
 from typed_rag.encoder import cpu_has_bf16, encode, load_sentence_model
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound=Settings)
 
 # Tokens per passage/query; longer text is truncated. 128, the length all-MiniLM-L6-v2 was
 # trained at: the default corpus's ~100-word passages lose little, and the full index
@@ -43,34 +45,38 @@ _VOCAB = (
     "river film album national century government north state population music church "
     "species leaves autumn chlorophyll engine light water energy family village history"
 ).split()
-_chosen: dict[str, str] = {}  # per process, so repeated loads never re-read the cache file
+_chosen: dict[str, DenseDtype] = {}  # per process: repeated loads never re-read the cache file
 
 
-def compute_dtype(settings: Settings) -> str:
-    """``retrieval.dense_dtype`` with ``auto`` resolved for the configured device."""
-    r = settings.retrieval
-    if r.dense_dtype != "auto":
-        return r.dense_dtype
-    if r.dense_device.startswith("cuda"):
-        import torch
-
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    if r.dense_device == "cpu" and cpu_has_bf16():
-        return faster_cpu_dtype(settings)
-    return "float32"
+def compute_dtype(settings: Settings) -> DenseDtype:
+    """``retrieval.dense_dtype`` in force on the configured device (resolved settings hold
+    it; declared ones apply ``RetrievalSettings.dense_dtype_with`` with this machine's facts)."""
+    return settings.retrieval.dense_dtype_with(
+        cuda_bf16=_cuda_bf16,
+        cpu_bf16=lambda: cpu_has_bf16(),
+        measured=lambda: faster_cpu_dtype(settings),
+    )
 
 
-def with_index_dtype(settings: Settings, manifest: dict[str, Any] | None) -> Settings:
+def _cuda_bf16() -> bool:
+    import torch  # heavy: torch
+
+    return bool(torch.cuda.is_bf16_supported())
+
+
+def with_index_dtype(settings: S, manifest: dict[str, Any] | None) -> S:
     """``settings`` with an ``auto`` dtype pinned to the one an existing dense index (its
-    manifest) was encoded in, so its queries and a continued build match its passages."""
-    r = settings.retrieval
+    manifest) was encoded in, so its queries and a continued build match its passages.
+    ``auto`` as declared: a resolved copy's dtype is that of ``dense_model``'s index, and
+    each encoder that hybrid search fuses keeps its own index's."""
+    declared = settings.declared().retrieval.dense_dtype
     built = (manifest or {}).get("compute_dtype")
-    if r.dense_dtype != "auto" or built not in DTYPES:
+    if declared != "auto" or built not in DTYPES or settings.retrieval.dense_dtype == built:
         return settings
     return settings.with_section("retrieval", dense_dtype=built)
 
 
-def faster_cpu_dtype(settings: Settings) -> str:
+def faster_cpu_dtype(settings: Settings) -> DenseDtype:
     """bfloat16 where it encodes at least ``MIN_SPEEDUP`` x faster than float32 on this CPU
     with the configured model and threads, else float32; measured once, then cached."""
     import torch
@@ -94,7 +100,9 @@ def faster_cpu_dtype(settings: Settings) -> str:
         _chosen[key] = cache[key]["dtype"]
         return _chosen[key]
     speeds = probe_speeds(settings)
-    dtype = "bfloat16" if speeds["bfloat16"] >= MIN_SPEEDUP * speeds["float32"] else "float32"
+    dtype: DenseDtype = (
+        "bfloat16" if speeds["bfloat16"] >= MIN_SPEEDUP * speeds["float32"] else "float32"
+    )
     log.info(
         "dense encoder dtype: %s (passages/s here: bfloat16 %.1f, float32 %.1f; cached in %s)",
         dtype,

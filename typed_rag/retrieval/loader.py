@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
 
 import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
+from typed_rag.config_sections import Served as Served
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex, dense_folder
 from typed_rag.retrieval.fusion import HybridRetriever
 
 log = logging.getLogger(__name__)
-Served = Literal["bm25", "dense", "hybrid"]
 
 
 def dense_models(settings: Settings, kind: str | None = None) -> list[str]:
@@ -51,11 +50,9 @@ def dense_missing(settings: Settings, folder: str | Path | None = None) -> str |
 
 
 def served_kind(settings: Settings, folder: str | Path | None = None) -> Served:
-    """``retrieval.kind`` with ``auto`` resolved for ``folder``: the retriever that answers."""
-    kind = settings.retrieval.kind
-    if kind != "auto":
-        return kind
-    return "hybrid" if dense_missing(settings, folder) is None else "bm25"
+    """``retrieval.kind`` in force for ``folder``: the retriever that answers (resolved
+    settings hold it; declared ones apply the rule, ``RetrievalSettings.kind_over``)."""
+    return settings.retrieval.kind_over(lambda: dense_missing(settings, folder))
 
 
 def open_retriever(
@@ -71,7 +68,7 @@ def open_retriever(
         return DenseIndex.from_settings(settings, folder)
     bm25 = BM25Index.from_settings(settings, folder)
     if kind == "bm25":
-        if settings.retrieval.kind == "auto":
+        if settings.declared().retrieval.kind == "auto":
             log.info("retrieval.kind=auto: BM25 alone (%s)", dense_missing(settings, folder))
         return bm25
     dense = [
