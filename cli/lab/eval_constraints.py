@@ -157,11 +157,11 @@ def _count(values: Any) -> dict[str, int]:
 
 
 def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
-    arms = constraints.parse_arms(args.arms)
-    items = constraints.load_set(args.set)
     scorer = scorer_settings_for(settings, args)
     if args.linkage:  # scored by eval.judge_protocol, which may read token probabilities
         require_protocol_probabilities(settings, scorer)
+    arms = constraints.parse_arms(args.arms)
+    items = constraints.load_set(args.set)
     warn_if_self_judged(settings, scorer, "judge")
     run_dir: Path = args.out
     subsets = {it.subset for it in items}

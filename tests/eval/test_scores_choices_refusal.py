@@ -52,6 +52,11 @@ def commands(tmp: Path) -> dict[str, list[str]]:
             "docs",
         ],
         "eval judge-validity": ["eval", "judge-validity", "--protocols", "linkage,rubric-prob"],
+        "eval constraints-run --linkage": [
+            *("eval", "constraints-run", "--set", str(tmp / "set.jsonl"), "--out", out),
+            "--linkage",
+        ],
+        "eval refinish-check": ["eval", "refinish-check", run, "--copy", run, "--out", out],
         "qtree build": ["qtree", "build", "--out", out, "--first", "2"],
     }
 
