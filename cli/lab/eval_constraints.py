@@ -18,6 +18,7 @@ from typing import Any
 from cli.lab.eval_shared import (
     data_args,
     load_data,
+    require_protocol_probabilities,
     scorer_args,
     scorer_settings_for,
     warn_if_self_judged,
@@ -156,9 +157,11 @@ def _count(values: Any) -> dict[str, int]:
 
 
 def cmd_constraints_run(args: argparse.Namespace, settings: Settings) -> int:
+    scorer = scorer_settings_for(settings, args)
+    if args.linkage:  # scored by eval.judge_protocol, which may read token probabilities
+        require_protocol_probabilities(settings, scorer)
     arms = constraints.parse_arms(args.arms)
     items = constraints.load_set(args.set)
-    scorer = scorer_settings_for(settings, args)
     warn_if_self_judged(settings, scorer, "judge")
     run_dir: Path = args.out
     subsets = {it.subset for it in items}

@@ -10,7 +10,12 @@ import json
 from pathlib import Path
 
 from cli.lab.eval_papers import index_lookup
-from cli.lab.eval_shared import probability_judge, scorer_args
+from cli.lab.eval_shared import (
+    probability_judge,
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+)
 from cli.lab.eval_support import run_answers
 from eval.data.methods import parse_methods
 from eval.grounding import validity
@@ -93,6 +98,9 @@ def parse_judges(text: str) -> list[str]:
 
 
 def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
+    judges = parse_judges(args.judges)
+    if judges:  # the support verdicts are token probabilities: refuse before reading the runs
+        require_token_probabilities(scorer_settings_for(settings, args), "the support judge")
     methods = parse_methods(args.methods)
     if not args.data.is_file():
         raise UserError(f"no devset at {args.data}")
@@ -104,7 +112,6 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
     if len(set(ids)) < len(ids):
         raise UserError("the runs answer some question twice: give runs of disjoint questions")
     records = list(JsonlStore(args.data, key=lambda r: str(r["id"]), readonly=True))
-    judges = parse_judges(args.judges)
     scorer, engine = probability_judge(settings, args, "support judge") if judges else (None, None)
     lookup = index_lookup(collection_settings(settings, args.collection))
     bar = progress_bar(0, "grounding verdicts", enabled=not args.no_progress)
@@ -149,6 +156,7 @@ def cmd_grounding(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_validity(args: argparse.Namespace, settings: Settings) -> int:
+    require_token_probabilities(scorer_settings_for(settings, args), "the support judge")
     if not args.data.is_file():
         raise UserError(f"no devset at {args.data}")
     if args.n < 2:

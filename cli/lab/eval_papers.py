@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.lab.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from cli.lab.eval_shared import (
+    data_args,
+    load_data,
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+)
 from eval.context import report as context_report
 from eval.context.analysis import evaluate as evaluate_contexts
 from eval.context.inputs import Lookup, add_retrievers, run_questions, store_lookup
@@ -179,6 +185,8 @@ def _judge_parts(args: argparse.Namespace, settings: Settings) -> tuple[Settings
 
 
 def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
+    # CRUX's grades are read from token probabilities: refuse before anything is loaded.
+    require_token_probabilities(scorer_settings_for(settings, args), "the CRUX context judge")
     methods = parse_methods(args.methods)
     records = _run_records(args, settings, methods)
     questions = run_questions(args.run_dir, records, methods, index_lookup(settings))
@@ -208,6 +216,8 @@ def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace, settings: Settings) -> int:
+    # The coverage verdicts are P(yes) from token probabilities: refuse before anything runs.
+    require_token_probabilities(scorer_settings_for(settings, args), "the coverage judge")
     methods = parse_methods(args.methods)
     arms: list[Arm] = []
     for spec in args.also:

@@ -77,9 +77,7 @@ def cmd_refinish(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     scorer = scorer_settings_for(settings, args)
-    require_token_probabilities(
-        scorer, "the support judge", "use a llamacpp judge (--scorer-backend llamacpp)"
-    )
+    require_token_probabilities(scorer, "the support judge")
     warn_if_self_judged(settings, scorer, "support judge")
     engine = engines.build_engine(scorer)
 

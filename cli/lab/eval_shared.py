@@ -29,18 +29,32 @@ from typed_rag.errors import UserError
 
 log = logging.getLogger(__name__)
 
-# Backends whose engine exposes next-token probabilities (Engine.score_choices).
-PROB_BACKENDS = ("llamacpp", "fake")
 
-
-def require_token_probabilities(scorer: Settings, what: str, instead: str) -> None:
-    """A UserError naming ``what`` and ``instead`` when the judge's backend has no
-    next-token probabilities (they are read, not sampled, by the probability judges)."""
+def require_token_probabilities(scorer: Settings, what: str, instead: str = "") -> None:
+    """A UserError naming ``what``, the scorer's engine and the setting to change when that
+    engine has no next-token probabilities (``Engine.scores_choices``: the probability
+    judges read them, they do not sample a verdict). Asked before any engine is built, so
+    a run refuses at once instead of after its answers."""
     backend = scorer.engine.backend
-    if backend not in PROB_BACKENDS:
-        raise UserError(
-            f"{what} reads token probabilities, which the {backend} backend does not "
-            f"expose; {instead}"
+    if engines.backend_scores_choices(backend):
+        return
+    able = " or ".join(f"--scorer-backend {b}" for b in engines.scoring_backends())
+    raise UserError(
+        f"{what} reads token probabilities, which the {backend} engine "
+        f"(engine.backend={backend}) does not expose; use {able}"
+        + (f", or {instead}" if instead else "")
+    )
+
+
+def require_protocol_probabilities(settings: Settings, scorer: Settings) -> None:
+    """:func:`require_token_probabilities` for the run's LINKAGE protocol
+    (``eval.judge_protocol``), which reads them unless it samples the verdict."""
+    protocol = settings.eval.judge_protocol
+    if protocol.startswith("linkage-prob"):
+        require_token_probabilities(
+            scorer,
+            f"judge protocol {protocol}",
+            "--set eval.judge_protocol=linkage (a sampled verdict)",
         )
 
 
@@ -140,9 +154,7 @@ def probability_judge(
     """The scorer settings and engine of a judge that reads yes/no token probabilities
     (``role``: "support judge"), checked before anything is asked of it."""
     scorer = scorer_settings_for(settings, args)
-    require_token_probabilities(
-        scorer, f"the {role}", "use a llamacpp judge (--scorer-backend llamacpp)"
-    )
+    require_token_probabilities(scorer, f"the {role}")
     warn_if_self_judged(settings, scorer, role)
     return scorer, engines.build_engine(scorer)
 

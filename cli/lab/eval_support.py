@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from cli.lab.eval_papers import index_lookup
-from cli.lab.eval_shared import probability_judge, scorer_args
+from cli.lab.eval_shared import (
+    probability_judge,
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+)
 from eval.citation_support import common_rows, evaluate_support, render
 from eval.data.methods import parse_methods
 from eval.runs.manifest import read_manifest, scorer_name
@@ -65,6 +70,7 @@ def run_answers(run_dir: Path, methods: list[str], limit: int | None) -> list[An
 
 
 def cmd_support(args: argparse.Namespace, settings: Settings) -> int:
+    require_token_probabilities(scorer_settings_for(settings, args), "the support judge")
     methods = parse_methods(args.methods)
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be at least 1")

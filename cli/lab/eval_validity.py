@@ -10,10 +10,12 @@ from cli.lab.eval_shared import (
     data_args,
     load_data,
     obtain_labels,
+    require_token_probabilities,
     scorer_args,
     scorer_settings_for,
 )
 from eval.data.graded import given_labels
+from eval.judging.protocols import READS_PROBABILITIES
 from eval.judging.validity import COPIES, probes
 from eval.judging.validity_run import render, run_validity
 from typed_rag.config import Settings
@@ -55,8 +57,16 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
-    data = load_data(args, settings)
     judge = scorer_settings_for(settings, args)
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    reading = [p for p in protocols if p in READS_PROBABILITIES]
+    if reading:  # before the generator pool is made, which takes the longest
+        require_token_probabilities(
+            judge,
+            "judge protocol " + ", ".join(reading),
+            "--protocols with sampled ones only (linkage, linkage-sampled)",
+        )
+    data = load_data(args, settings)
     labels = obtain_labels(settings, data.records, args.out, args.labels, given_labels(data))
     summary = run_validity(
         settings,
@@ -66,7 +76,7 @@ def cmd_judge_validity(args: argparse.Namespace, settings: Settings) -> int:
         args.out,
         questions=args.questions,
         pool_size=args.pool,
-        protocols=[p.strip() for p in args.protocols.split(",") if p.strip()],
+        protocols=protocols,
         ensembles=[e.strip() for e in args.ensembles.split(",") if e.strip()],
         seed=args.seed,
         progress=not args.no_progress,

@@ -29,7 +29,7 @@ from cli.lab.eval_shared import (
     data_args,
     load_data,
     obtain_labels,
-    require_token_probabilities,
+    require_protocol_probabilities,
     scorer_settings_for,
     warn_if_self_judged,
 )
@@ -148,16 +148,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     eval_grounding.register(eval_sub)
 
 
-def _check_judge_backend(settings: Settings, scorer: Settings) -> None:
-    protocol = settings.eval.judge_protocol
-    if protocol.startswith("linkage-prob"):
-        require_token_probabilities(
-            scorer,
-            f"judge protocol {protocol}",
-            "use a llamacpp scorer or --set eval.judge_protocol=linkage",
-        )
-
-
 def _type_list(value: str | None) -> list[str] | None:
     if not value:
         return None
@@ -211,7 +201,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     methods = parse_methods(args.methods)
     subsets = parse_subsets(args.subsets) if args.data is None else []
     scorer = scorer_settings_for(settings, args)
-    _check_judge_backend(settings, scorer)
+    require_protocol_probabilities(settings, scorer)
     warn_if_self_judged(settings, scorer, "scorer")
     data = load_data(args, settings)
     if args.data is not None:  # a graded file's own subsets

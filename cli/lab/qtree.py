@@ -8,7 +8,13 @@ import random
 import sys
 from pathlib import Path
 
-from cli.lab.eval_shared import data_args, load_data, scorer_args, scorer_settings_for
+from cli.lab.eval_shared import (
+    data_args,
+    load_data,
+    require_token_probabilities,
+    scorer_args,
+    scorer_settings_for,
+)
 from eval.constraints.dataset import load_set
 from training.qtree.dataset import QTreeConfig, QTreeQuestion, build_qtree_dataset
 from training.qtree.summary import write_summary
@@ -61,6 +67,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         raise UserError(f"--chunk must be at least 1, got {args.chunk}")
     if args.first < 0:
         raise UserError(f"--first must be 0 or more, got {args.first}")
+    # Outlines are scored from token probabilities, after they are all written: refuse now.
+    require_token_probabilities(scorer_settings_for(settings, args), "the QTREE outline judge")
     questions: list[QTreeQuestion] = []
     if args.conditioned is not None:
         questions += [

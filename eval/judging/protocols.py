@@ -47,6 +47,10 @@ PROTOCOLS: tuple[str, ...] = (
     "rubric-prob",
     "pairwise-prob",
 )
+# The protocols that read the judge's token probabilities (Engine.score_choices).
+READS_PROBABILITIES = frozenset(
+    ("linkage-prob", "linkage-prob-gated", "relevance-prob", "rubric-prob", "pairwise-prob")
+)
 
 
 @dataclass

@@ -2,13 +2,15 @@
 
 One suite, parametrised by backend through the session-scoped ``engine``
 fixture in conftest.py: llama.cpp (SmolLM2-135M), vLLM (a tiny random Llama)
-and the OpenAI client against a real llama.cpp server.
+and the OpenAI client against a real llama.cpp server. Choice scoring is part of
+it where ``Engine.scores_choices`` says so (``test_vllm_scores.py`` checks its numbers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 
 import jsonschema
@@ -212,3 +214,21 @@ async def test_batch_of_long_seeded_prompts(engine: Engine) -> None:
         config = engine._llm.vllm_config  # type: ignore[attr-defined]
         if config.device_config.device.type == "cpu":
             assert not config.scheduler_config.enable_chunked_prefill
+
+
+async def test_choice_scores_or_a_clear_refusal(engine: Engine) -> None:
+    """An engine that says it scores choices gives each choice's log-probability (a
+    sub-distribution over the vocabulary, the same for the same prompt); one that does not
+    refuses with an EngineError naming itself."""
+    from typed_rag.engines.base import ChoiceRequest, EngineError
+
+    request = ChoiceRequest(ask("Pick 1, 2 or 3. Reply [[k]].").messages, "[[", ("1", "2", "3"))
+    if not engine.scores_choices:
+        with pytest.raises(EngineError, match=f"engine.backend={engine.name}"):
+            await engine.score_choices([request])
+        return
+    first, second = await engine.score_choices([request, request])
+    assert set(first.logprobs) == {"1", "2", "3"}
+    probs = [math.exp(v) for v in first.logprobs.values()]
+    assert all(0 < p < 1 for p in probs) and sum(probs) <= 1 + 1e-6
+    assert second.logprobs == pytest.approx(first.logprobs, abs=0.05)

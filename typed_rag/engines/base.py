@@ -54,12 +54,14 @@ class ChatResult:
 
 @dataclass(frozen=True)
 class ChoiceRequest:
-    """Score single-token continuations of a chat: the reply starts with ``prefix``.
+    """Score continuations of a chat: the reply starts with ``prefix``, then a choice.
 
     A judge that must answer ``[[k]]`` is asked for the probability of each
     ``k`` after the prefix ``[[`` instead of sampling one verdict: one forward
     pass, no output that can be cut off or fail to parse, and a distribution
-    from which an expected rank follows.
+    from which an expected rank follows. The prefix and each choice are tokenized
+    on their own; llama.cpp takes one-token choices only, vLLM any (the sum of the
+    choice's token logprobs).
     """
 
     messages: list[dict[str, str]]
@@ -92,6 +94,9 @@ class Engine(abc.ABC):
 
     name: str = "engine"
     model: str = ""
+    # Whether score_choices works (next-token probabilities): commands that read them check
+    # this before they build anything (engines.factory.backend_scores_choices).
+    scores_choices: bool = False
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Load the model; called once before the first request."""
@@ -124,11 +129,13 @@ class Engine(abc.ABC):
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Next-token log-probabilities of each request's choices (judges with a distribution).
 
-        Backends that do not expose token probabilities raise :class:`EngineError`.
+        Backends that do not expose token probabilities (``scores_choices`` False) raise
+        :class:`EngineError`.
         """
         raise EngineError(
-            f"the {self.name} engine cannot score choices (no token probabilities); "
-            "use a llamacpp or fake engine, or a judge protocol that samples a verdict"
+            f"the {self.name} engine (engine.backend={self.name}) cannot score choices "
+            "(no token probabilities); use engine.backend=llamacpp or vllm, "
+            "or a judge protocol that samples a verdict"
         )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamDelta]:

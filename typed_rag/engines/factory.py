@@ -7,8 +7,9 @@ GPU install without llama.cpp) can still import the package.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
-from typed_rag.config import Settings
+from typed_rag.config import EngineSettings, Settings
 from typed_rag.engines.base import Engine, EngineError
 from typed_rag.errors import UserError
 from typed_rag.models import ensure_model, find_spec
@@ -25,6 +26,43 @@ def resolve_vllm_model(settings: Settings, model: str) -> str:
     if model.count("/") == 1 and not model.startswith(("/", ".", "~")):
         return model
     return str(ensure_model(settings, model, fmt="hf"))  # raises the unknown-name error
+
+
+def engine_class(backend: str) -> type[Engine]:
+    """The class ``engine.backend`` names, imported without its heavy dependencies."""
+    if backend == "fake":
+        from typed_rag.engines.fake import FakeEngine
+
+        return FakeEngine
+    if backend == "llamacpp":
+        from typed_rag.engines.llamacpp import LlamaCppEngine
+
+        return LlamaCppEngine
+    if backend == "llama-server":
+        from typed_rag.engines.llama_server import LlamaServerEngine
+
+        return LlamaServerEngine
+    if backend == "vllm":
+        from typed_rag.engines.vllm_engine import VllmEngine
+
+        return VllmEngine
+    if backend == "openai":
+        from typed_rag.engines.openai_client import OpenAIEngine
+
+        return OpenAIEngine
+    raise UserError(f"unknown engine.backend {backend!r}")
+
+
+def backend_scores_choices(backend: str) -> bool:
+    """Whether the ``backend`` engine reads next-token probabilities (``score_choices``):
+    asked before a model is fetched or started, so a judge that needs them fails at once."""
+    return engine_class(backend).scores_choices
+
+
+def scoring_backends() -> tuple[str, ...]:
+    """The real backends (not ``fake``) whose engines score choices, in settings order."""
+    backends = get_args(EngineSettings.model_fields["backend"].annotation)
+    return tuple(b for b in backends if b != "fake" and backend_scores_choices(b))
 
 
 def build_engine(settings: Settings) -> Engine:

@@ -70,6 +70,7 @@ def scripted_responder(
 
 class FakeEngine(Engine):
     name = "fake"
+    scores_choices = True
 
     def __init__(
         self,

