@@ -50,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--limit", type=int, help="index only the first N good rows")
     build.add_argument(
+        "--shard-size",
+        type=int,
+        metavar="N",
+        help="build a sharded BM25 index of N passages a shard (bounded memory for corpora of "
+        "millions of passages, e.g. 1000000 for the 21M DPR passages; resumable per shard, the "
+        "same top-k as one index); searched like any index",
+    )
+    build.add_argument(
         "--dense",
         action="store_true",
         help="also encode every passage with retrieval.dense_model for dense and hybrid "
@@ -107,9 +115,45 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
         return build_documents(args, settings)
     if args.limit is not None and args.limit <= 0:
         raise UserError(f"--limit must be a positive number, got {args.limit}")
+    if args.shard_size is not None:
+        if args.dense:
+            raise UserError(
+                "--dense encodes one passage store; it cannot be combined with --shard-size"
+            )
+        return _index_build_sharded(args, settings)
     if args.dense:
         return _index_build_dense(args, settings)
     return _index_build_bm25(args, settings, if_missing=args.if_missing)
+
+
+def _index_build_sharded(args: argparse.Namespace, settings: Settings) -> int:
+    from indexes.sharded import build_sharded
+
+    report = build_sharded(
+        settings,
+        corpus=args.corpus,
+        out=args.out,
+        shard_size=args.shard_size,
+        on_error=args.on_error,
+        limit=args.limit,
+        k1=args.k1,
+        b=args.b,
+        method=args.method,
+        if_missing=args.if_missing,
+        show_progress=not args.quiet,
+    )
+    if report.skipped:
+        print(f"index at {report.out} is up to date; nothing to do")
+        return 0
+    resumed = f", {report.resumed_shards} resumed" if report.resumed_shards else ""
+    print(
+        f"indexed {report.passages:,} passages in {report.shards} shards of up to "
+        f"{report.shard_size:,}{resumed} ({report.vocab_terms:,} terms, "
+        f"{report.postings:,} postings) in {report.seconds:.1f} s -> {report.out}"
+    )
+    if report.skipped_rows:
+        print(f"skipped {report.skipped_rows:,} malformed rows (first: {report.first_error})")
+    return 0
 
 
 def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
