@@ -10,7 +10,7 @@ from pathlib import Path
 import typed_rag.retrieval.manifest as mf
 from cli.documents import add_build_options, add_index_commands, build_documents, wants_documents
 from indexes.build import build_index
-from indexes.dense import build_dense
+from indexes.dense import DenseBuildReport, build_dense
 from indexes.download import REGISTRY, download
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
@@ -65,6 +65,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--corpus is given; an interrupted encode resumes where it stopped. With --docs: "
         "every encoder hybrid search uses (retrieval.dense_model and retrieval.fuse_models)",
     )
+    build.add_argument(
+        "--ann",
+        choices=("auto", "hnsw", "ivfpq", "none"),
+        default="none",
+        help="with --dense: an approximate nearest-neighbour index (FAISS, the 'ann' extra) "
+        "beside the embeddings, searched instead of the exact scan: hnsw (up to a few million "
+        "passages), ivfpq (tens of millions), auto (the exact scan below 50,000 passages, hnsw "
+        "up to 8M, ivfpq above; the exact scan where faiss is missing), none (default: the "
+        "exact scan; removes an ANN index built before). Resumable like the encode",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     add_build_options(build)
     build.set_defaults(func=_index_build)
@@ -111,6 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _index_build(args: argparse.Namespace, settings: Settings) -> int:
+    if wants_documents(args) and args.ann != "none":
+        raise UserError("--ann is for the Wikipedia index's dense build, not for --docs")
     if wants_documents(args):
         return build_documents(args, settings)
     if args.limit is not None and args.limit <= 0:
@@ -121,6 +133,8 @@ def _index_build(args: argparse.Namespace, settings: Settings) -> int:
                 "--dense encodes one passage store; it cannot be combined with --shard-size"
             )
         return _index_build_sharded(args, settings)
+    if args.ann != "none" and not args.dense:
+        raise UserError("--ann indexes the dense embeddings: give it with --dense")
     if args.dense:
         return _index_build_dense(args, settings)
     return _index_build_bm25(args, settings, if_missing=args.if_missing)
@@ -163,9 +177,12 @@ def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
         _index_build_bm25(args, settings, if_missing=True)
     else:
         print(f"using the BM25 index at {out} (pass --corpus to rebuild it)")
-    report = build_dense(settings, out, if_missing=args.if_missing, show_progress=not args.quiet)
+    report = build_dense(
+        settings, out, if_missing=args.if_missing, show_progress=not args.quiet, ann=args.ann
+    )
     if report.skipped:
-        print(f"dense index at {report.out} is up to date; nothing to do")
+        print(f"dense index at {report.out} is up to date; nothing to encode")
+        _print_ann(report)
         return 0
     resumed = f", resumed at {report.resumed_from:,}" if report.resumed_from else ""
     print(
@@ -173,7 +190,21 @@ def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
         f"{resumed}) in {report.seconds:.1f} s ({report.passages_per_s:,.1f} passages/s) "
         f"-> {report.out}"
     )
+    _print_ann(report)
     return 0
+
+
+def _print_ann(report: DenseBuildReport) -> None:
+    ann = report.ann
+    if ann is None:
+        return
+    if ann.kind == "none":
+        print(f"dense search: exact scan ({ann.reason})")
+    elif ann.reason == "up to date":
+        print(f"{ann.kind} ANN index is up to date")
+    else:
+        resumed = f", resumed at {ann.resumed_from:,}" if ann.resumed_from else ""
+        print(f"{ann.kind} ANN index of {ann.rows:,} rows{resumed} in {ann.seconds:.1f} s")
 
 
 def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missing: bool) -> int:

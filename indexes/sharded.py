@@ -92,6 +92,7 @@ class ShardedBuildReport:
     shards: int = 0
     shard_size: int = 0
     resumed_shards: int = 0
+    earlier_s: float = 0.0  # pass 1 seconds of the resumed shards, spent by earlier runs
     postings: int = 0
     vocab_terms: int = 0  # distinct terms of the collection (by hash)
     skipped_rows: int = 0
@@ -235,6 +236,7 @@ def _build(
         shards=n_shards,
         shard_size=int(plan["shard_size"]),
         resumed_shards=resumed,
+        earlier_s=round(sum(_shard_info(work, i).get("seconds", 0.0) for i in range(resumed)), 3),
         postings=postings,
         vocab_terms=int(hashes.size),
         skipped_rows=stats.skipped,
@@ -311,6 +313,7 @@ def _first_passes(
             folder = work / shard_name(i)
             _remove(folder)
             folder.mkdir()
+            t_shard = time.perf_counter()
             source = _ShardRows(itertools.chain([first], itertools.islice(rows, size - 1)), reader)
             passes = read_postings(
                 folder,
@@ -338,6 +341,7 @@ def _first_passes(
                     "tokens": int(passes.doc_len.sum(dtype=np.int64)),
                     "vocab": n_cols,
                     "postings": int(passes.doc_terms.sum(dtype=np.int64)),
+                    "seconds": round(time.perf_counter() - t_shard, 3),
                 },
             )
             if on_shard is not None:
@@ -374,7 +378,7 @@ def _finished_pass1(work: Path) -> int:
     return n
 
 
-def _shard_info(work: Path, i: int) -> dict[str, int]:
+def _shard_info(work: Path, i: int) -> dict[str, Any]:
     info = _read_json(work / shard_name(i) / PASS1_FILE)
     assert info is not None
     return info
