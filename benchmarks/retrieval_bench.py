@@ -130,6 +130,14 @@ def main() -> int:
     )
     parser.add_argument("--ann-queries", type=int, default=200, help="--ann: queries scored")
     parser.add_argument(
+        "--ann-encode-budget",
+        type=float,
+        default=0,
+        help="--ann: stop encoding the sample after this many seconds and use the passages "
+        "encoded so far (a later run continues the encode); 0: encode it all; -1: encode "
+        "nothing more",
+    )
+    parser.add_argument(
         "--summary", default=str(SUMMARY), help="the summary JSON the scale rows go into"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -279,7 +287,7 @@ ANN_NOISE = 0.3  # norm of the Gaussian noise added to each made vector (unit ve
 ANN_TARGET = 0.95  # recall@10 against the exact scan
 # Search settings tried per kind: (ef_search or nprobe, refine = candidates rescored exactly).
 ANN_SWEEP = {
-    "hnsw": [(16, 16), (32, 32), (48, 40), (64, 40), (96, 40), (128, 64), (256, 64)],
+    "hnsw": [(16, 16), (32, 32), (64, 40), (96, 40), (128, 64), (256, 64), (512, 128), (1024, 256)],
     "ivfpq": [(8, 100), (16, 100), (32, 200), (48, 200), (64, 300), (128, 400)],
 }
 
@@ -385,7 +393,8 @@ def run_scale(args: argparse.Namespace, settings: Any) -> int:
                 "seed": SCALE_SEED,
                 "sizes": sizes,
                 "noise": ANN_NOISE,
-                "queries": queries,
+                "queries": queries[: args.ann_queries],
+                "encode_budget_s": args.ann_encode_budget,
             },
             timeout_s=12 * 3600,
         )
@@ -400,6 +409,8 @@ def run_scale(args: argparse.Namespace, settings: Any) -> int:
                     "kind": "ann_measure",
                     "dir": str(folder),
                     "n": n,
+                    "vectors": vec["vectors"][str(n)],
+                    "basis": vec["sample"],
                     "queries": args.ann_queries,
                     "exact_single_n": 50,
                     "ann_single_n": 100,

@@ -189,6 +189,7 @@ def _sample_tsv(source: str, dest: Path, n: int, seed: int) -> None:
 def work_ann_vectors(task: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
+    import typed_rag.retrieval.manifest as mf
     from indexes.build import build_index
     from indexes.dense import build_dense
     from typed_rag.config import load_settings
@@ -211,20 +212,44 @@ def work_ann_vectors(task: dict[str, Any]) -> dict[str, Any]:
     )
     t0 = time.perf_counter()
     build_index(settings, if_missing=True, show_progress=False)
-    dense = build_dense(settings, if_missing=True, show_progress=False)
+    budget = float(task.get("encode_budget_s", 0) or 0)  # 0: encode the whole sample
+
+    class _Budget(Exception):
+        pass
+
+    def check(done: int) -> None:
+        if budget and time.perf_counter() - t0 > budget:
+            raise _Budget(done)
+
+    folder = dense_folder(settings.index_dir)
+    manifest = mf.read_manifest(folder) or {}
+    encoded_now, pps = 0, 0.0
+    if not (budget < 0 and manifest.get("done")):  # < 0: use what is encoded already
+        try:
+            dense = build_dense(settings, if_missing=True, show_progress=False, on_chunk=check)
+            encoded_now, pps = dense.encoded, dense.passages_per_s
+        except _Budget:
+            pass
     encode_s = time.perf_counter() - t0
-    basis = np.load(dense_folder(settings.index_dir) / EMBEDDINGS_FILE).astype(np.float32)
+    manifest = mf.read_manifest(folder) or {}
+    done = int(manifest.get("done", 0))
+    if done == 0:
+        raise RuntimeError("no passage of the sample is encoded yet")
+    # the encoded rows so far (all of them once the encode is complete; a rerun continues it)
+    basis = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")[:done].astype(np.float32)
     queries_path = root / "queries.npy"
     if not queries_path.is_file():
         model, _ = load_dense_encoder(settings)
         np.save(queries_path, encode(model, task["queries"], 64, "query").astype(np.float32))
     made = {}
     for n in sorted(int(x) for x in task["sizes"]):
-        made[n] = _grow_vectors(root / f"vectors-{n}.npy", basis, n, seed, float(task["noise"]))
+        name = f"vectors-{n}-b{done}.npy"
+        made[n] = _grow_vectors(root / name, basis, n, seed, float(task["noise"]))
     return {
-        "sample": sample_n,
-        "encoded_now": dense.encoded,
-        "encode_passages_per_s": round(dense.passages_per_s, 2),
+        "sample": done,
+        "sample_asked": sample_n,
+        "encoded_now": encoded_now,
+        "encode_passages_per_s": round(pps, 2),
         "encode_s": round(encode_s, 1),
         "queries": int(np.load(queries_path, mmap_mode="r").shape[0]),
         "vectors": {str(k): v for k, v in made.items()},
@@ -285,7 +310,8 @@ def work_ann_measure(task: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(threads)
     root = Path(task["dir"])
     n = int(task["n"])
-    vectors = np.load(root / f"vectors-{n}.npy", mmap_mode="r")
+    vectors_path = Path(task["vectors"])
+    vectors = np.load(vectors_path, mmap_mode="r")
     queries = np.load(root / "queries.npy")[: int(task["queries"])]
     k = 10
     t0 = time.perf_counter()
@@ -302,7 +328,7 @@ def work_ann_measure(task: dict[str, Any]) -> dict[str, Any]:
 
     faiss.omp_set_num_threads(int(task.get("build_threads", 2)))
     for kind in task["kinds"]:
-        folder = root / f"ann-{n}-{kind}"
+        folder = root / f"ann-{vectors_path.stem}-{kind}"
         folder.mkdir(exist_ok=True)
         params = dict(task.get("params", {}).get(kind, {}))
         t = time.perf_counter()
@@ -357,7 +383,8 @@ def work_ann_measure(task: dict[str, Any]) -> dict[str, Any]:
                 "build_s": round(build_s, 1) if report.reason != "up to date" else None,
                 "build_resumed_from": report.resumed_from,
                 "ann_gb": round(tree_gb(folder), 3),
-                "vectors_gb": round((root / f"vectors-{n}.npy").stat().st_size / 2**30, 3),
+                "vectors_gb": round(vectors_path.stat().st_size / 2**30, 3),
+                "real_vectors": int(task["basis"]),
                 "queries": int(queries.shape[0]),
                 "truth_s": round(truth_s, 1),
                 "threads": threads,

@@ -7,7 +7,7 @@ built by :func:`indexes.ann.build_ann`):
 
 - ``hnsw``: FAISS ``IndexHNSWSQ`` (an HNSW graph over float16 copies of the vectors,
   inner product). Best recall per millisecond; memory ~ n x (2 x dim + 8 x M) bytes
-  (3.7M x 384, M=32: ~3.8 GB), so it suits collections up to a few million passages.
+  (3.7M x 384, M=16: ~3.3 GB), so it suits collections up to a few million passages.
 - ``ivfpq``: FAISS ``IndexIVFPQ`` (a coarse k-means quantizer of ``nlist`` lists and
   product-quantised codes of ``pq_m`` bytes a vector): ~n x pq_m bytes in memory (21M x 48:
   1 GB), so it fits the 21M DPR passages on a 24 GB machine.
@@ -50,7 +50,7 @@ HNSW_UP_TO = 8_000_000
 
 # Build and search parameters, chosen on the scale benchmark (docs/retrieval.md,
 # results/scale/summary.json: recall@10 against the exact scan >= 0.95).
-HNSW_PARAMS: dict[str, int] = {"M": 32, "ef_construction": 80, "ef_search": 96, "refine": 40}
+HNSW_PARAMS: dict[str, int] = {"M": 16, "ef_construction": 40, "ef_search": 96, "refine": 40}
 IVFPQ_PARAMS: dict[str, int] = {"pq_m": 48, "pq_bits": 8, "nprobe": 48, "refine": 200}
 
 
