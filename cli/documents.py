@@ -20,7 +20,17 @@ from typed_rag.errors import UserError
 from typed_rag.retrieval.collections import WIKI, check_name, collection_dir, list_collections
 
 # index build options that only a Wikipedia (TSV corpus) build takes
-_CORPUS_ONLY = ("corpus", "out", "on_error", "if_missing", "k1", "b", "method", "limit")
+_CORPUS_ONLY = (
+    "corpus",
+    "out",
+    "on_error",
+    "if_missing",
+    "k1",
+    "b",
+    "method",
+    "limit",
+    "shard_size",
+)
 
 
 def add_index_commands(index_sub: argparse._SubParsersAction) -> None:

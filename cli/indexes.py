@@ -10,7 +10,7 @@ from pathlib import Path
 import typed_rag.retrieval.manifest as mf
 from cli.documents import add_build_options, add_index_commands, build_documents, wants_documents
 from indexes.build import build_index
-from indexes.dense import build_dense
+from indexes.dense import DenseBuildReport, build_dense
 from indexes.download import REGISTRY, download
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
@@ -50,12 +50,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--limit", type=int, help="index only the first N good rows")
     build.add_argument(
+        "--shard-size",
+        type=int,
+        metavar="N",
+        help="build a sharded BM25 index of N passages a shard (bounded memory for corpora of "
+        "millions of passages, e.g. 1000000 for the 21M DPR passages; resumable per shard, the "
+        "same top-k as one index); searched like any index",
+    )
+    build.add_argument(
         "--dense",
         action="store_true",
         help="also encode every passage with retrieval.dense_model for dense and hybrid "
         "retrieval (into <index>/dense). An existing BM25 index is used as it is unless "
         "--corpus is given; an interrupted encode resumes where it stopped. With --docs: "
         "every encoder hybrid search uses (retrieval.dense_model and retrieval.fuse_models)",
+    )
+    build.add_argument(
+        "--ann",
+        choices=("auto", "hnsw", "ivfpq", "none"),
+        default="none",
+        help="with --dense: an approximate nearest-neighbour index (FAISS, the 'ann' extra) "
+        "beside the embeddings, searched instead of the exact scan: hnsw (up to a few million "
+        "passages), ivfpq (tens of millions), auto (the exact scan below 50,000 passages, hnsw "
+        "up to 8M, ivfpq above; the exact scan where faiss is missing), none (default: the "
+        "exact scan; removes an ANN index built before). Resumable like the encode",
     )
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     add_build_options(build)
@@ -103,13 +121,53 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _index_build(args: argparse.Namespace, settings: Settings) -> int:
+    if wants_documents(args) and args.ann != "none":
+        raise UserError("--ann is for the Wikipedia index's dense build, not for --docs")
     if wants_documents(args):
         return build_documents(args, settings)
     if args.limit is not None and args.limit <= 0:
         raise UserError(f"--limit must be a positive number, got {args.limit}")
+    if args.shard_size is not None:
+        if args.dense:
+            raise UserError(
+                "--dense encodes one passage store; it cannot be combined with --shard-size"
+            )
+        return _index_build_sharded(args, settings)
+    if args.ann != "none" and not args.dense:
+        raise UserError("--ann indexes the dense embeddings: give it with --dense")
     if args.dense:
         return _index_build_dense(args, settings)
     return _index_build_bm25(args, settings, if_missing=args.if_missing)
+
+
+def _index_build_sharded(args: argparse.Namespace, settings: Settings) -> int:
+    from indexes.sharded import build_sharded
+
+    report = build_sharded(
+        settings,
+        corpus=args.corpus,
+        out=args.out,
+        shard_size=args.shard_size,
+        on_error=args.on_error,
+        limit=args.limit,
+        k1=args.k1,
+        b=args.b,
+        method=args.method,
+        if_missing=args.if_missing,
+        show_progress=not args.quiet,
+    )
+    if report.skipped:
+        print(f"index at {report.out} is up to date; nothing to do")
+        return 0
+    resumed = f", {report.resumed_shards} resumed" if report.resumed_shards else ""
+    print(
+        f"indexed {report.passages:,} passages in {report.shards} shards of up to "
+        f"{report.shard_size:,}{resumed} ({report.vocab_terms:,} terms, "
+        f"{report.postings:,} postings) in {report.seconds:.1f} s -> {report.out}"
+    )
+    if report.skipped_rows:
+        print(f"skipped {report.skipped_rows:,} malformed rows (first: {report.first_error})")
+    return 0
 
 
 def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
@@ -119,9 +177,12 @@ def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
         _index_build_bm25(args, settings, if_missing=True)
     else:
         print(f"using the BM25 index at {out} (pass --corpus to rebuild it)")
-    report = build_dense(settings, out, if_missing=args.if_missing, show_progress=not args.quiet)
+    report = build_dense(
+        settings, out, if_missing=args.if_missing, show_progress=not args.quiet, ann=args.ann
+    )
     if report.skipped:
-        print(f"dense index at {report.out} is up to date; nothing to do")
+        print(f"dense index at {report.out} is up to date; nothing to encode")
+        _print_ann(report)
         return 0
     resumed = f", resumed at {report.resumed_from:,}" if report.resumed_from else ""
     print(
@@ -129,7 +190,21 @@ def _index_build_dense(args: argparse.Namespace, settings: Settings) -> int:
         f"{resumed}) in {report.seconds:.1f} s ({report.passages_per_s:,.1f} passages/s) "
         f"-> {report.out}"
     )
+    _print_ann(report)
     return 0
+
+
+def _print_ann(report: DenseBuildReport) -> None:
+    ann = report.ann
+    if ann is None:
+        return
+    if ann.kind == "none":
+        print(f"dense search: exact scan ({ann.reason})")
+    elif ann.reason == "up to date":
+        print(f"{ann.kind} ANN index is up to date")
+    else:
+        resumed = f", resumed at {ann.resumed_from:,}" if ann.resumed_from else ""
+        print(f"{ann.kind} ANN index of {ann.rows:,} rows{resumed} in {ann.seconds:.1f} s")
 
 
 def _index_build_bm25(args: argparse.Namespace, settings: Settings, *, if_missing: bool) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import multiprocessing.pool
 import os
 import shutil
 import time
@@ -46,14 +47,14 @@ from tqdm.auto import tqdm
 import typed_rag.retrieval.manifest as mf
 from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats, resolve_corpus
 from indexes.freshness import corpus_fingerprint, stale_reason
-from indexes.score_matrix import TF_FILE, TID_FILE, write_csc
+from indexes.score_matrix import TF_FILE, TID_FILE, CollectionStats, write_csc
 from indexes.stem_pool import default_workers, start_pool, stems_in_worker
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER, Analyzer
 from typed_rag.retrieval.bm25 import BM25_PARAMS
 from typed_rag.retrieval.store import PassageStoreWriter
-from typed_rag.retrieval.vocab import write_hashed_vocab
+from typed_rag.retrieval.vocab import HashedVocab, has_hashed_vocab, write_hashed_vocab
 
 log = logging.getLogger(__name__)
 
@@ -203,14 +204,73 @@ def build_into(
 ) -> BuildReport:
     """Write the passage store and BM25 files of ``reader``'s rows into ``folder``
     (no manifest, no swap: :func:`build_index` and the documents build do those)."""
-    import bm25s
+    t0 = time.perf_counter()
+    pool = start_pool(workers, analyzer) if workers > 0 else None
+    try:
+        first = read_postings(
+            folder,
+            reader,
+            analyzer=analyzer,
+            show_progress=show_progress,
+            chunk_docs=chunk_docs,
+            pool=pool,
+            workers=workers,
+        )
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    t1 = time.perf_counter()
+    n_terms = score_postings(
+        folder, first.doc_len, first.doc_terms, params=params, show_progress=show_progress
+    )
+    t2 = time.perf_counter()
+    seconds = t2 - t0
+    n_docs = int(first.doc_len.size)
+    return BuildReport(
+        out=folder,
+        passages=n_docs,
+        vocab=first.vocab,
+        postings=n_terms,
+        skipped_rows=first.stats.skipped,
+        first_error=first.stats.first_error,
+        seconds=seconds,
+        passages_per_s=n_docs / seconds if seconds > 0 else 0.0,
+        timings={"read_tokenise_s": round(t1 - t0, 3), "score_matrix_s": round(t2 - t1, 3)},
+    )
+
+
+@dataclass
+class FirstPass:
+    """What pass 1 leaves besides its files: per-passage arrays, vocabulary size, reader stats."""
+
+    doc_len: np.ndarray  # int32 tokens per passage (after stop words)
+    doc_terms: np.ndarray  # int32 distinct terms per passage = postings per passage
+    vocab: int  # terms, the empty query column included
+    stats: ReadStats
+
+
+def read_postings(
+    folder: Path,
+    reader: RowSource,
+    *,
+    analyzer: dict[str, Any],
+    show_progress: bool,
+    chunk_docs: int = 20_000,
+    pool: multiprocessing.pool.Pool | None = None,
+    workers: int = 0,
+    total: int | None = None,
+) -> FirstPass:
+    """Pass 1: the passage store, the temporary postings files and the vocabulary
+    (``vocab.index.json`` and its hashed lookup) of ``reader``'s rows, in ``folder``.
+
+    ``pool`` (from :func:`~indexes.stem_pool.start_pool`, ``workers`` processes) stems in
+    worker processes; the caller owns it, so one pool serves several shards."""
     from bm25s.utils import json_functions
 
-    t0 = time.perf_counter()
     analyze = Analyzer(analyzer, grow=True)
     doc_len = array("i")  # tokens per passage (after stop words)
     doc_terms = array("i")  # distinct terms per passage = postings per passage
-    pool = start_pool(workers, analyzer) if workers > 0 else None
     pending: deque[AsyncResult[list[str]]] = deque()
 
     with (
@@ -218,7 +278,7 @@ def build_into(
         (folder / TID_FILE).open("wb") as tid_out,
         (folder / TF_FILE).open("wb") as tf_out,
         tqdm(
-            total=getattr(reader, "limit", None),
+            total=total if total is not None else getattr(reader, "limit", None),
             unit="psg",
             unit_scale=True,
             desc="index: read+tokenise",
@@ -234,43 +294,60 @@ def build_into(
             doc_terms.extend(nterms.tolist())
             bar.update(len(ids))
 
-        try:
-            for batch in _batches(reader, store, chunk_docs):
-                if pool is None:
-                    add_postings(analyze.ids(batch))
-                    continue
-                # Worker processes stem; this process keeps reading, assigns term ids
-                # in corpus order (so the vocabulary equals a sequential build's) and
-                # writes postings. At most 2 chunks per worker are in flight.
-                pending.append(pool.apply_async(stems_in_worker, (batch,)))
-                while len(pending) > 2 * workers:
-                    add_postings(analyze.ids_from_stems(pending.popleft().get()))
-            while pending:
+        for batch in _batches(reader, store, chunk_docs):
+            if pool is None:
+                add_postings(analyze.ids(batch))
+                continue
+            # Worker processes stem; this process keeps reading, assigns term ids
+            # in corpus order (so the vocabulary equals a sequential build's) and
+            # writes postings. At most 2 chunks per worker are in flight.
+            pending.append(pool.apply_async(stems_in_worker, (batch,)))
+            while len(pending) > 2 * max(1, workers):
                 add_postings(analyze.ids_from_stems(pending.popleft().get()))
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
+        while pending:
+            add_postings(analyze.ids_from_stems(pending.popleft().get()))
 
     stats = reader.stats  # the reader has logged its summary of skipped rows
-    t1 = time.perf_counter()
-    vocab = analyze.vocab
-    n_docs = len(doc_len)
-    if n_docs == 0:
+    if len(doc_len) == 0:
         raise UserError(f"no passages to index in {reader.path} ({stats.summary()})")
+    vocab = analyze.vocab
     vocab[""] = len(vocab)  # column without postings: the query with no known term
-    n_terms = write_csc(
-        folder,
-        np.frombuffer(doc_len, dtype=np.int32),
-        np.frombuffer(doc_terms, dtype=np.int32),
-        n_cols=len(vocab),
-        params=params,
-        show_progress=show_progress,
-    )
     with (folder / "vocab.index.json").open("w", encoding="utf-8") as f:
         f.write(json_functions.dumps(vocab, ensure_ascii=False))
     if not write_hashed_vocab(folder, vocab):
         log.warning("two terms share a 64-bit hash; the index will load its JSON vocabulary")
+    return FirstPass(
+        doc_len=np.frombuffer(doc_len, dtype=np.int32),
+        doc_terms=np.frombuffer(doc_terms, dtype=np.int32),
+        vocab=len(vocab),
+        stats=stats,
+    )
+
+
+def score_postings(
+    folder: Path,
+    doc_len: np.ndarray,
+    doc_terms: np.ndarray,
+    *,
+    params: dict[str, Any],
+    show_progress: bool,
+    collection: CollectionStats | None = None,
+) -> int:
+    """Pass 2: the score matrix and ``params.index.json`` from pass 1's files in ``folder``
+    (the temporary postings are removed). ``collection`` scores with the statistics of a
+    whole sharded collection instead of this folder's own (:mod:`indexes.sharded`)."""
+    import bm25s
+
+    n_cols = _vocab_size(folder)
+    n_terms = write_csc(
+        folder,
+        doc_len,
+        doc_terms,
+        n_cols=n_cols,
+        params=params,
+        show_progress=show_progress,
+        collection=collection,
+    )
     bm25_params = {
         "k1": params["k1"],
         "b": params["b"],
@@ -279,26 +356,24 @@ def build_into(
         "idf_method": params["method"],
         "dtype": "float32",
         "int_dtype": "int32",
-        "num_docs": n_docs,
+        "num_docs": int(doc_len.size),
         "version": bm25s.__version__,
         "backend": "numpy",
     }
     (folder / "params.index.json").write_text(json.dumps(bm25_params, indent=2))
     for name in (TID_FILE, TF_FILE):
         (folder / name).unlink()
-    t2 = time.perf_counter()
-    seconds = t2 - t0
-    return BuildReport(
-        out=folder,
-        passages=n_docs,
-        vocab=len(vocab),
-        postings=n_terms,
-        skipped_rows=stats.skipped,
-        first_error=stats.first_error,
-        seconds=seconds,
-        passages_per_s=n_docs / seconds if seconds > 0 else 0.0,
-        timings={"read_tokenise_s": round(t1 - t0, 3), "score_matrix_s": round(t2 - t1, 3)},
-    )
+    return n_terms
+
+
+def _vocab_size(folder: Path) -> int:
+    """Columns of the score matrix: the terms of pass 1's vocabulary (hashed or JSON)."""
+    if has_hashed_vocab(folder):
+        return len(HashedVocab(folder))
+    from bm25s.utils import json_functions
+
+    with (folder / "vocab.index.json").open("r", encoding="utf-8") as f:
+        return len(json_functions.loads(f.read()))
 
 
 def _batches(reader: RowSource, store: PassageStoreWriter, size: int) -> Iterator[list[str]]:

@@ -8,7 +8,8 @@ it, after the model's document prompt if it declares one (e5: ``"passage: "``, a
 :func:`typed_rag.encoder.encode`; queries get its query prompt). ``dense/manifest.json``
 records the model (name and a fingerprint of its files), dim, n, dtypes, max length, the
 text shown and how many passages are done; it is rewritten after every chunk, so an
-interrupted build resumes at the last finished chunk when run again.
+interrupted build resumes at the last finished chunk when run again. With ``ann`` an ANN index of the finished embeddings is
+built (or resumed) beside them (:mod:`indexes.ann`).
 
 Searching it is :class:`typed_rag.retrieval.dense.DenseIndex`, which owns the format
 constants and the encoder settings used here.
@@ -27,9 +28,17 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import typed_rag.retrieval.manifest as mf
+from indexes.ann import AnnBuildReport, build_ann
 from typed_rag.config import Settings
 from typed_rag.encoder import embedding_dim, encode, model_fingerprint, prompt_of
 from typed_rag.errors import UserError
+from typed_rag.retrieval.ann import (
+    ANN_FILE,
+    ANN_MANIFEST,
+    AnnKind,
+    dense_identity,
+    faiss_module,
+)
 from typed_rag.retrieval.dense import (
     EMBEDDINGS_FILE,
     FORMAT_VERSION,
@@ -58,6 +67,7 @@ class DenseBuildReport:
     dim: int = 0
     seconds: float = 0.0
     passages_per_s: float = 0.0
+    ann: AnnBuildReport | None = None  # the ANN index built after the encode (``ann``)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,13 +98,21 @@ def build_dense(
     show_progress: bool = True,
     chunk_size: int = 4096,
     on_chunk: Callable[[int], None] | None = None,
+    ann: AnnKind = "none",
 ) -> DenseBuildReport:
     """Encode the passages of the BM25 index in ``index_dir`` (default ``settings.index_dir``).
 
     An unfinished build with the same model and parameters is continued from its last
     finished chunk; a finished one is kept with ``if_missing`` and rebuilt otherwise.
     ``on_chunk(done)`` is called after each chunk is flushed (progress hooks, tests).
+    ``ann`` (``auto``, ``hnsw``, ``ivfpq``; ``none``: the exact scan only, and an ANN
+    index left by an earlier build is removed) then builds or resumes the ANN index of the
+    finished embeddings (:func:`indexes.ann.build_ann`).
     """
+    if ann not in ("auto", "hnsw", "ivfpq", "none"):
+        raise UserError(f"--ann must be auto, hnsw, ivfpq or none, not {ann!r}")
+    if ann in ("hnsw", "ivfpq"):
+        faiss_module()  # before hours of encoding: a UserError naming what to install
     index_dir = Path(index_dir).expanduser() if index_dir is not None else settings.index_dir
     if mf.read_manifest(index_dir) is None:
         raise UserError(
@@ -139,6 +157,7 @@ def build_dense(
                         reason="dense index is up to date",
                         passages=n,
                         dim=dim,
+                        ann=_build_ann(folder, old, ann, show_progress),
                     )
                 done = 0
                 reason = "rebuilding a complete index"
@@ -182,11 +201,13 @@ def build_dense(
                 if on_chunk is not None:
                     on_chunk(done)
         del emb
+        ann_report = _build_ann(folder, mf.read_manifest(folder) or {}, ann, show_progress)
     finally:
         store.close()
     seconds = time.perf_counter() - t0
     encoded = n - resumed_from
     return DenseBuildReport(
+        ann=ann_report,
         out=folder,
         reason=reason or "",
         passages=n,
@@ -198,10 +219,21 @@ def build_dense(
     )
 
 
+def _build_ann(
+    folder: Path, manifest: dict[str, Any], ann: AnnKind, show_progress: bool
+) -> AnnBuildReport:
+    embeddings = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
+    return build_ann(
+        folder, embeddings, ann, identity=dense_identity(manifest), show_progress=show_progress
+    )
+
+
 def _start_over(folder: Path, n: int, dim: int) -> np.memmap:
     """An empty embeddings file; the manifest goes first, so a crash never looks resumable."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / mf.MANIFEST_FILE).unlink(missing_ok=True)
+    for name in (ANN_FILE, ANN_MANIFEST):  # it described the embeddings being replaced
+        (folder / name).unlink(missing_ok=True)
     return np.lib.format.open_memmap(
         folder / EMBEDDINGS_FILE, mode="w+", dtype=STORED_DTYPE, shape=(n, dim)
     )

@@ -9,15 +9,21 @@ index build reads them like the corpus they come from, and both are reused when 
   of ``benchmarks/hybrid_bench.py``, where encoding the whole corpus takes hours);
 - :func:`synthesise`: any number of new passages, each mixing the words of two real
   ones, so that term statistics stay realistic at sizes the corpus does not reach
-  (the speed figures of ``benchmarks/retrieval_bench.py``).
+  (the speed figures of ``benchmarks/retrieval_bench.py``);
+- :func:`scale_corpus`: the corpus of the scale benchmark (370k to 21M passages), each
+  passage the shuffled sentences of two real ones, a pure function of its row number, so
+  the file grows on demand, resumes after a kill and any size is a prefix of a larger one.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +117,81 @@ def synthesise(source: str, dest: Path, n: int, seed: int = 13) -> Path:
             copy += 1
     tmp.replace(dest)
     return dest
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_SCALE_BLOCK = 100_000  # rows written between two checkpoints of the sidecar
+
+
+def scale_corpus(
+    source: str | Path, dest: Path, n: int, seed: int = 13, *, show_progress: bool = False
+) -> dict[str, object]:
+    """Make ``dest`` (DPR TSV) hold at least ``n`` synthetic passages; returns its sidecar.
+
+    Row ``r`` (id ``syn-<r>``) takes the title of real passage ``i`` and the first half of
+    its sentences plus the second half of passage ``j``'s, in shuffled order, where ``i``,
+    ``j`` and the shuffle come from a generator seeded with ``(seed, r)`` alone: every id
+    is distinct, passage lengths and term statistics are those of real passages (the
+    vocabulary stays the source's: unlike the real 21M DPR passages, it does not grow
+    with the corpus), and a file of N rows is the prefix of one of M > N rows.
+
+    ``dest.json`` records the rows and bytes written, updated every 100,000 rows after a
+    flush; a rerun truncates the file to the last checkpoint and continues, so a killed
+    21M-row generation resumes. A file made from another source or seed is refused.
+    """
+    from tqdm.auto import tqdm
+
+    source = Path(source)
+    info_path = dest.with_suffix(dest.suffix + ".json")
+    st = source.stat()
+    identity = {"source": str(source.resolve()), "source_bytes": st.st_size, "seed": seed}
+    info: dict[str, object] = {**identity, "rows": 0, "bytes": 0}
+    if info_path.is_file() and dest.is_file():
+        old = json.loads(info_path.read_text())
+        if {k: old.get(k) for k in identity} != identity:
+            raise ValueError(f"{dest} was made from another source or seed ({info_path})")
+        info = old
+    if int(info["rows"]) >= n:  # type: ignore[call-overload]
+        return info
+    titles: list[str] = []
+    sentences: list[list[str]] = []
+    for row in read_corpus(source):
+        titles.append(row.title)
+        sentences.append(_SENTENCE_END.split(" ".join(row.text.split())))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    rows, size = int(info["rows"]), int(info["bytes"])  # type: ignore[call-overload]
+    if dest.exists():
+        os.truncate(dest, size)
+    with (
+        dest.open("ab") as out,
+        tqdm(total=n, initial=rows, unit="psg", unit_scale=True, disable=not show_progress) as bar,
+    ):
+        while rows < n:
+            stop = min(n, (rows // _SCALE_BLOCK + 1) * _SCALE_BLOCK)
+            text = io.StringIO()
+            writer = csv.writer(text, delimiter="\t", lineterminator="\n")
+            if rows == 0:
+                writer.writerow(["id", "text", "title"])
+            writer.writerows(_scale_row(r, seed, titles, sentences) for r in range(rows, stop))
+            size += out.write(text.getvalue().encode("utf-8"))
+            out.flush()
+            os.fsync(out.fileno())
+            bar.update(stop - rows)
+            rows = stop
+            info = {**identity, "rows": rows, "bytes": size}
+            tmp = info_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(info, indent=2))
+            os.replace(tmp, info_path)
+    return info
+
+
+def _scale_row(
+    r: int, seed: int, titles: list[str], sentences: list[list[str]]
+) -> tuple[str, str, str]:
+    key = hashlib.blake2b(f"{seed}:{r}".encode(), digest_size=8).digest()
+    rng = random.Random(int.from_bytes(key, "little"))
+    i, j = rng.randrange(len(titles)), rng.randrange(len(titles))
+    a, b = sentences[i], sentences[j]
+    chosen = a[: (len(a) + 1) // 2] + b[len(b) // 2 :]
+    rng.shuffle(chosen)
+    return f"syn-{r}", " ".join(chosen), titles[i]

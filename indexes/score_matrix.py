@@ -13,6 +13,7 @@ when the matrix is written.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,28 @@ TF_FILE = "_postings.tf"  # uint16 term frequency per posting (temporary)
 _NONOCCURRENCE = ("bm25l", "bm25+")
 
 
+@dataclass(frozen=True)
+class CollectionStats:
+    """The statistics a shard of a larger collection is scored with instead of its own:
+    the collection's passage count, its mean passage length and, for each of this shard's
+    terms (its columns), the collection's document frequency. With them every posting
+    gets exactly the score an unsharded index of the whole collection gives it."""
+
+    n_docs: int
+    avg_len: float
+    df: np.ndarray  # int64, one per column of this shard
+
+
+def document_frequencies(folder: Path, n_cols: int) -> np.ndarray:
+    """Passages per term (column) among pass 1's postings in ``folder``."""
+    tids_all = _memmap_or_empty(folder / TID_FILE, np.int32)
+    df = np.zeros(n_cols, dtype=np.int64)
+    step = 50_000_000
+    for s in range(0, int(tids_all.size), step):
+        df += np.bincount(tids_all[s : s + step], minlength=n_cols)
+    return df
+
+
 def write_csc(
     folder: Path,
     doc_len: np.ndarray,
@@ -33,21 +56,27 @@ def write_csc(
     params: dict[str, Any],
     show_progress: bool,
     docs_per_step: int = 100_000,
+    collection: CollectionStats | None = None,
 ) -> int:
-    """Score every posting and write the term-major CSC arrays bm25s loads."""
+    """Score every posting and write the term-major CSC arrays bm25s loads; with
+    ``collection``, IDF and length normalisation use the whole collection's statistics
+    (the matrix's own columns still hold only this folder's postings)."""
     from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
 
     tids_all = _memmap_or_empty(folder / TID_FILE, np.int32)
     tfs_all = _memmap_or_empty(folder / TF_FILE, np.uint16)
     nnz = int(tids_all.size)
-    step = 50_000_000
-    df = np.zeros(n_cols, dtype=np.int64)
-    for s in range(0, nnz, step):
-        df += np.bincount(tids_all[s : s + step], minlength=n_cols)
+    df = document_frequencies(folder, n_cols)
     n_docs = int(doc_len.size)
     avg_len = float(doc_len.mean())
     method = params["method"]
-    idf = _idf_array(df, n_docs, _select_idf_scorer(method))
+    if collection is None:
+        idf = _idf_array(df, n_docs, _select_idf_scorer(method))
+    else:
+        if collection.df.shape != df.shape or bool((collection.df < df).any()):
+            raise ValueError("collection document frequencies do not cover this shard's")
+        avg_len = float(collection.avg_len)
+        idf = _idf_array(collection.df, collection.n_docs, _select_idf_scorer(method))
     tfc: Callable[..., np.ndarray] = _select_tfc_scorer(method)
     k1, b, delta = params["k1"], params["b"], params["delta"]
     nonocc = None

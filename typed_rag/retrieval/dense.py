@@ -11,9 +11,11 @@ store it describes.
 every row: the queries are encoded in one batch, the matrix is scanned in row blocks and
 a running top-k per query is kept with ``argpartition`` (see :func:`top_k_inner_product`
 for the float16 candidate pass that keeps a single query at ~25 ms on 370k x 384, one
-CPU thread). That is fast enough for the default corpus, so no ANN index is used; the
-21M-passage DPR corpus would need one (about 1.5 s per query by exact scan). Measured by
-``benchmarks/hybrid_bench.py``.
+CPU thread). That is fast enough for the default corpus; for millions of passages
+(about 1.5 s per query by exact scan on the 21M DPR corpus) ``index build --dense --ann``
+adds an ANN index beside the embeddings (:mod:`typed_rag.retrieval.ann`: FAISS HNSW or
+IVF-PQ, candidates rescored exactly), which ``DenseIndex`` then searches instead of
+scanning. Measured by ``benchmarks/hybrid_bench.py`` and ``retrieval_bench.py --ann``.
 
 Each encoder has its own folder (:func:`dense_folder`: ``dense/`` for all-MiniLM-L6-v2,
 ``dense-<model name>/`` for any other), so building an index of one encoder never
@@ -27,6 +29,7 @@ are optional dependencies, imported inside the functions that need them.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +41,7 @@ import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
 from typed_rag.encoder import encode, load_sentence_model, model_fingerprint, model_folder
 from typed_rag.errors import UserError
+from typed_rag.retrieval.ann import AnnIndex
 from typed_rag.retrieval.base import Passage
 from typed_rag.retrieval.dense_dtype import (
     BATCH_SIZE,
@@ -49,6 +53,8 @@ from typed_rag.retrieval.store import TEXT_FILE, PassageStore
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
 
 DENSE_DIR = "dense"
 # The encoder whose index keeps the folder name every dense index had before encoders got
@@ -260,6 +266,11 @@ class DenseIndex:
         self.manifest = manifest
         self.model = model
         self.batch_size = batch_size
+        self.ann: AnnIndex | None = None
+        try:
+            self.ann = AnnIndex.open(folder, self.embeddings, manifest)
+        except UserError as exc:  # the exact scan still answers, only slower
+            log.warning("%s; searching by exact scan", exc)
 
     @classmethod
     def from_settings(cls, settings: Settings, index_dir: str | Path | None = None) -> DenseIndex:
@@ -286,8 +297,16 @@ class DenseIndex:
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         return encode(self.model, queries, self.batch_size, "query")
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Document numbers and cosines for already encoded queries."""
+    def search_vectors(
+        self, vectors: np.ndarray, k: int, *, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Document numbers and cosines for already encoded queries: through the ANN index
+        where the folder has one (unless ``exact``), else by the exact scan."""
+        if self.ann is not None and not exact:
+            return self.ann.search(vectors, k, exact=self._exact)
+        return self._exact(vectors, k)
+
+    def _exact(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return top_k_inner_product(self.embeddings, vectors, k)
 
     def search_docs(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """``open_retriever``: the retriever that ``retrieval.kind`` names, opened from the index folder.
 
-``bm25`` is the BM25 index itself; ``dense`` the exact dense index in ``<index_dir>/dense``;
+``bm25`` is the BM25 index itself (sharded or not: :mod:`typed_rag.retrieval.sharded`);
+``dense`` the exact dense index in ``<index_dir>/dense``;
 ``hybrid`` BM25 and the dense index of ``retrieval.dense_model`` (and of each of
 ``retrieval.fuse_models``), fused by reciprocal rank fusion; ``auto`` hybrid where the folder
 holds all of those dense indexes finished and BM25 otherwise, so one setting serves every
@@ -19,6 +20,7 @@ from typed_rag.config_sections import Served as Served
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense import DenseIndex, dense_folder
 from typed_rag.retrieval.fusion import HybridRetriever
+from typed_rag.retrieval.sharded import ShardedBM25Index, open_bm25
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ def served_kind(settings: Settings, folder: str | Path | None = None) -> Served:
 
 def open_retriever(
     settings: Settings, folder: str | Path | None = None
-) -> BM25Index | DenseIndex | HybridRetriever:
+) -> BM25Index | ShardedBM25Index | DenseIndex | HybridRetriever:
     """The retriever of ``settings.retrieval.kind`` over ``folder`` (default: settings.index_dir).
 
     A missing dense index raises :class:`UserError` naming the folder and the build command
@@ -66,7 +68,7 @@ def open_retriever(
     kind = served_kind(settings, folder)
     if kind == "dense":
         return DenseIndex.from_settings(settings, folder)
-    bm25 = BM25Index.from_settings(settings, folder)
+    bm25 = open_bm25(settings, folder)
     if kind == "bm25":
         if settings.declared().retrieval.kind == "auto":
             log.info("retrieval.kind=auto: BM25 alone (%s)", dense_missing(settings, folder))
