@@ -13,6 +13,7 @@ from tests.documents.makers import shop_settings
 from tests.serving.conftest import ProbeEngine, make_rag
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
+from typed_rag.finishing.verify import UNSUPPORTED
 from typed_rag.pipelines.prompting import ANSWER_SHAPES, DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
 
 INVENTED = "Then run `oilctl --reset` to clear the counter [1]."
@@ -120,6 +121,19 @@ async def test_a_question_naming_only_what_the_collection_never_mentions_is_decl
     assert [c.step for c in named.calls] == ["answer"] and [c.step for c in typo.calls] == [
         "answer"
     ]
+
+
+async def test_an_answer_no_shown_passage_backs_says_the_documents_do_not_say(
+    settings: Settings,
+) -> None:
+    invented = "Run `oilctl --reset` first [1]. Then `oilctl --flush` clears it [1]."
+    async with make_rag(settings, ProbeEngine(lambda _: invented)) as rag:
+        result = await rag.answer(QUESTION, force_type="REASON", collection="shop")
+        baseline = await rag.answer(QUESTION, mode="rag", collection="shop")
+    assert result.answer == UNSUPPORTED and result.passages  # the passages are still shown
+    assert [u.missing for u in result.unverified] == [["oilctl --reset"], ["oilctl --flush"]]
+    assert any(f.startswith("verification: no sentence") for f in result.fallbacks)
+    assert baseline.answer == invented  # the paper's RAG baseline is kept as it came
 
 
 def test_unknown_words_are_the_index_vocabulary_misses(settings: Settings) -> None:

@@ -13,7 +13,7 @@ from typed_rag.finishing.citations import attach_citations, check_citations, str
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
 from typed_rag.finishing.scaffolding import add_kinds, unscaffold
 from typed_rag.finishing.sentences import answer_pieces, sentence_ends
-from typed_rag.finishing.verify import verify_answer
+from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import Result
 
@@ -158,5 +158,9 @@ def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> 
     verified = verify_answer(
         result.answer, [p.text for p in result.passages], result.question, drop
     )
+    if verified.answer == UNSUPPORTED and result.answer != UNSUPPORTED:
+        result.fallbacks.append(
+            "verification: no sentence is backed by a shown passage -> the documents do not say"
+        )
     result.answer, result.unverified = verified.answer, verified.unverified
     result.citations = check_citations(result.answer, shown).valid

@@ -39,7 +39,6 @@ OWN_WORDS_SHARE = 0.4
 class Verified:
     answer: str
     unverified: list[Unverified]
-    declined: bool = False  # every sentence went: the answer says the documents do not say
 
 
 def unshared_words(sentence: str, question: set[str], bags: Sequence[set[str]]) -> list[str]:
@@ -73,10 +72,10 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
     """``answer`` with its unverified sentences found (spans no shown passage holds, or an
     uncited sentence whose words none holds), and removed when ``drop`` says so; when every
     sentence would go, the answer is :data:`UNSUPPORTED` (the documents do not say), the
-    removed text kept in the trace's ``unverified``. A sentence inside or across a fenced code block stays
-    (recorded): cutting it would break the block."""
+    removed text kept in the trace's ``unverified``. A sentence inside or across a fenced
+    code block stays (recorded): cutting it would break the block."""
     if answer.startswith(DO_NOT_SAY):  # the route's own decline names what is missing
-        return Verified(answer, [], declined=True)
+        return Verified(answer, [])
     pieces = [part for piece in answer_pieces(answer) for part in _FENCE_LINE_END.split(piece)]
     asked = {stem(w) for w in content_words(question)}
     bags = [{stem(w) for w in content_words(text)} for text in passages]
@@ -101,7 +100,7 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
     if drop and gone and not kept.strip():  # nothing shown backs any of it: say so
         for u in unverified:
             u.removed = True
-        return Verified(UNSUPPORTED, unverified, declined=True)
+        return Verified(UNSUPPORTED, unverified)
     if not drop or not gone:
         for u in unverified:
             u.removed = False
