@@ -61,7 +61,11 @@ class TrainingPause:
         """No request runs: continue the trainer after ``resume_after_s`` unless one comes."""
         if self.stopped is None or self._resume is not None:
             return
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # released outside the server's loop: continue it now
+            self.resume()
+            return
         self._resume = loop.call_later(self.resume_after_s, self.resume)
 
     def resume(self) -> None:

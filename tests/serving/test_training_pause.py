@@ -88,3 +88,16 @@ def test_a_trainer_left_stopped_by_a_killed_server_continues_at_start_up(
     wait_for_state(trainer.pid, stopped=True)
     TrainingPause(pid_file).release_left_over()
     wait_for_state(trainer.pid, stopped=False)
+
+
+def test_idle_outside_an_event_loop_continues_at_once(
+    tmp_path: Path, trainer: subprocess.Popen[bytes]
+) -> None:
+    pid_file = tmp_path / "classifier-finetune.pid"
+    pid_file.write_text(str(trainer.pid))
+    pause = TrainingPause(pid_file)
+    pause.busy()
+    wait_for_state(trainer.pid, stopped=True)
+    pause.idle()  # no running loop to wait in
+    wait_for_state(trainer.pid, stopped=False)
+    assert pause.stopped is None
