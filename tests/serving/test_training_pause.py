@@ -27,6 +27,11 @@ LOOP = "import time\nwhile True: time.sleep(0.02)"
 def trainer() -> Iterator[subprocess.Popen[bytes]]:
     """A process whose command line names it the fine-tuning (``classifier train``)."""
     proc = subprocess.Popen([sys.executable, "-c", LOOP, "classifier", "train"])
+    pid_file = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while b"classifier" not in pid_file.read_bytes():  # until the child has exec'd
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     yield proc
     proc.send_signal(signal.SIGCONT)
     proc.kill()
