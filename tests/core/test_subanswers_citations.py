@@ -358,3 +358,29 @@ def test_without_citations_removes_every_group_and_the_space_before_punctuation(
 
     answer = "Tea is good [1]. Coffee [2, 3], milk [4]; water. [5]\n1. Step [6]"
     assert without_citations(answer) == "Tea is good. Coffee, milk; water.\n1. Step"
+
+
+def test_code_copied_into_an_answer_keeps_its_indexes_and_gets_no_citations() -> None:
+    """The C++ Annotations answer of the grounding devset: ``char name[80];`` lost its [80]
+    as a citation of an unshown passage, and the line was then post-cited ``name [2];``."""
+    page = (
+        "An imaginary C header file showing this concept is: typedef struct { char name[80]; "
+        "char address[80]; } PERSON; void initialize(PERSON *p, char const *nm, char const "
+        "*adr); In C++ the declarations of the involved functions are put inside the struct."
+    )
+    passages = [CitedPassage(citation=2, id="c", title="Structs in C", score=1.0, text=page)]
+    answer = (
+        "A C header shows this concept [2]:\n"
+        "typedef struct { char name[80];\n"
+        "char address[80];\n"
+        "void initialize(PERSON *p, char const *nm, char const *adr);\n"
+        "```c\nvoid initialize(PERSON *p, char const *nm, char const *adr)\n```\n"
+        "In C++ the declarations of the functions are put inside the struct."
+    )
+    assert cited_numbers(answer) == [2]
+    assert strip_invalid(answer, {2}) == answer
+    recited = attach_citations(answer, passages)
+    lines = recited.answer.splitlines()
+    assert lines[1:6] == answer.splitlines()[1:6]  # code lines and the fenced block unchanged
+    assert lines[-1].endswith("inside the struct [2].")  # the prose line is still cited
+    assert recited.added == [2]

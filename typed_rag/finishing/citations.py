@@ -111,6 +111,9 @@ _AFTER_END = re.compile(
 _REPEATED = re.compile(rf"(?P<group>{CITATION_GROUP.pattern})(?:[ \t]*(?P=group))+")
 # A list marker or bold opening before a sentence's first word.
 _LEAD = re.compile(rf"\s*(?:{_LIST_MARKER.pattern}\s+)?(?:\*\*)?\s*")
+# A line of code copied outside a fence (a statement, a brace, a comment): never post-cited,
+# "void print(PERSON const *p) [2];" is broken code, not a cited claim.
+_CODE_LINE = re.compile(r".*[;{}][ \t]*$|[ \t]*(?://|/\*|#include\b)")
 # A line that only points at passages: "- **Reference:** [1]", "Sources: [2][3]", "[1]".
 _LABEL_LINE = re.compile(
     r"\s*(?:[-*\u2022]\s*)?(?:\*\*)?(?:(?:references?|citations?|sources?)\b[\s:*]*)?"
@@ -212,11 +215,17 @@ def attach_citations(
             dropped += cited_numbers(line)
     # The best uncited match: (share, line, piece, number), for ``floor_share``.
     best: tuple[float, int, int, int] | None = None
+    in_fence = False
     for li, pieces in enumerate(lines):
+        if "".join(pieces).lstrip().startswith("```"):
+            in_fence = not in_fence
+            continue
+        if in_fence:  # a citation inside a code block would break the code
+            continue
         for i in range(0, len(pieces), 2):  # odd indices are the kept separators
             sentence = pieces[i]
             words = {stem(w) for w in content_words(sentence)}
-            if len(words) < POST_CITE_MIN_WORDS or not bags:
+            if len(words) < POST_CITE_MIN_WORDS or not bags or _CODE_LINE.match(sentence):
                 continue
             if CITATION_GROUP.search(sentence):
                 group = _own_groups(sentence)

@@ -25,7 +25,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+from typed_rag.messages import CITATION_GROUP
+
 _BACKTICKS = re.compile(r"`([^`\n]{1,200})`")
 _OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 _PATH = re.compile(
@@ -67,7 +68,7 @@ def _is_prose(span: str) -> bool:
 
 def code_spans(answer: str) -> tuple[str, ...]:
     """The answer's technical spans, in order of first appearance, each once."""
-    text = _CITATION.sub(" ", answer)
+    text = CITATION_GROUP.sub(" ", answer)
     found: list[str] = []
     inline = [m.group(1).strip() for m in _BACKTICKS.finditer(text)]
     found += [s for s in inline if s]
