@@ -1,47 +1,40 @@
-"""The HTTP router: routes, auth and error handlers; the work lives in :mod:`serving.serving_chat`.
+"""The app: its routers, auth and error handlers; the work lives in :mod:`serving.serving_chat`.
 
-``create_app(settings)`` builds the FastAPI app; the TypedRAG instance is
-built in the background once the server listens (``/health`` says 503 until
-then). Tests may pass a ready-made ``rag`` instead.
+``create_app(settings)`` builds the FastAPI app from one router per endpoint family
+(:mod:`serving.routes`); the TypedRAG instance is built in the background once the
+server listens (``/health`` says 503 until then). Tests may pass a ready-made ``rag``
+instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import documents_api, errors, openapi
+from serving import errors, openapi
 from serving.admission import Admission
-from serving.collection_cards import collection_cards
-from serving.config_view import public_settings
+from serving.auth import key_guard
 from serving.errors import APIError
 from serving.jobs import JobQueue
 from serving.metrics import ServerMetrics
-from serving.responses import ConfigResponse, ModelCard, ModelList
+from serving.routes import chat as chat_routes
+from serving.routes import collections, health, models
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from serving.training_pause import TrainingPause
 from typed_rag.classifier.interim import finetune_pid_path
 from typed_rag.config import Settings
-from typed_rag.pipelines import MODES
 
 log = logging.getLogger(__name__)
-
-MODE_DESCRIPTIONS = {
-    "typed-rag": "type-aware decomposition: classify, plan per type, retrieve, answer",
-    "rag": "plain retrieval-augmented generation (the paper's RAG baseline)",
-    "llm": "the language model alone, no retrieval (the paper's LLM baseline)",
-}
 
 
 def create_app(
@@ -94,58 +87,12 @@ def create_app(
     app.state.chat = chat
     app.state.jobs = jobs
 
-    async def require_key(request: Request) -> None:
-        expected = server.api_key
-        if not expected:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, key = header.partition(" ")
-        if not header:
-            raise errors.unauthorized("missing API key: send it as 'Authorization: Bearer <key>'")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            key.strip().encode(), expected.encode()
-        ):
-            raise errors.unauthorized("invalid API key")
-
-    @app.post("/v1/chat/completions", dependencies=[Depends(require_key)])
-    async def chat_completions(request: Request) -> Response:
-        return await chat.create(request)
-
-    @app.get("/v1/models", dependencies=[Depends(require_key)])
-    async def list_models() -> ModelList:
-        root = state.model_name()
-        return ModelList(
-            data=[ModelCard(id=m, root=root, description=MODE_DESCRIPTIONS[m]) for m in MODES]
-        )
-
-    @app.get("/v1/config", dependencies=[Depends(require_key)])
-    async def config() -> ConfigResponse:
-        """The settings in force, every ``auto`` resolved; no key, token or server path."""
-        resolved = await asyncio.to_thread(state.resolved_settings)
-        return ConfigResponse(settings=public_settings(resolved, state.paths.home))
-
-    @app.get("/v1/collections", dependencies=[Depends(require_key)])
-    async def collections() -> JSONResponse:
-        """The collections a request's ``collection`` field may name."""
-        cards = await asyncio.to_thread(collection_cards, settings)
-        return JSONResponse({"object": "list", "data": cards})
-
-    documents_api.install(app, settings, jobs, require_key)
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        body = state.describe()
-        headers = {} if state.ready else {"Retry-After": "5"}
-        return JSONResponse(body, status_code=200 if state.ready else 503, headers=headers)
-
-    @app.get("/favicon.ico", include_in_schema=False)
-    async def favicon() -> Response:
-        """Browsers ask for it; "no icon" instead of a 404 in every log."""
-        return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})
-
-    @app.get("/metrics")
-    async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
+    require_key = key_guard(server)
+    # In this order, as the OpenAPI document lists them.
+    app.include_router(chat_routes.router(chat, require_key))
+    app.include_router(models.router(state, require_key))
+    app.include_router(collections.router(settings, jobs, require_key))
+    app.include_router(health.router(state, metrics))
 
     _install_error_handlers(app, metrics)
     openapi.install(

@@ -3,6 +3,7 @@
 Every failure a client sees is an :class:`APIError` turned into
 ``{"error": {"message", "type", "param", "code"}}`` with a matching HTTP
 status; nothing else (no traceback, no framework default) reaches the wire.
+:func:`from_core` is the one place where the core's exceptions become them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from typed_rag.engines.base import ContextLengthError
+from typed_rag.errors import UserError
+from typed_rag.request import RequestError
 
 STATUS_CODES = {
     400: "invalid_request",
@@ -129,3 +134,38 @@ def validation_error(exc: RequestValidationError) -> APIError:
     where = f"'{param}'" if param else "request body"
     extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return bad_request(f"invalid {where}: {msg}{extra}", param=param, code="invalid_value")
+
+
+def context_error(exc: ContextLengthError) -> APIError:
+    """The engine found a prompt longer than its context: the request's fault, not a 503."""
+    return bad_request(str(exc), param="messages", code="context_length_exceeded")
+
+
+def request_error(exc: RequestError) -> APIError:
+    """A bad request field as the OpenAI-shaped 400 naming it; a named thing that does not
+    exist (an unknown collection) as a 404."""
+    if exc.code == "not_found":
+        return APIError(404, str(exc), param=exc.param, code=exc.code)
+    return bad_request(str(exc), param=exc.param, code=exc.code)
+
+
+def from_core(exc: BaseException) -> APIError | None:
+    """The client's error for a core exception that is the request's fault; None for any
+    other (a bug or a failed backend: the caller logs it and answers 500 or 503)."""
+    if isinstance(exc, ContextLengthError):
+        return context_error(exc)
+    if isinstance(exc, RequestError):
+        return request_error(exc)
+    if isinstance(exc, UserError):
+        return bad_request(str(exc))
+    return None
+
+
+def engine_failed() -> APIError:
+    """The language model backend failed (an ``EngineError``, or the engine is unhealthy)."""
+    return APIError(
+        503,
+        "the language model backend failed; the server log has the details",
+        type="service_unavailable_error",
+        code="engine_error",
+    )

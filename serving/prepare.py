@@ -8,7 +8,6 @@ are :mod:`typed_rag.request`'s, the same for ``typed-rag ask`` and the Python AP
 from __future__ import annotations
 
 from serving import errors
-from serving.errors import APIError
 from serving.protocol import ChatCompletionRequest
 from typed_rag.config import Settings
 from typed_rag.request import SYSTEM_ROLES, AnswerRequest, RequestError, Resolved
@@ -44,12 +43,4 @@ def prepare(req: ChatCompletionRequest, settings: Settings) -> Resolved:
         )
         return request.resolve(settings)
     except RequestError as exc:
-        raise request_error(exc) from None
-
-
-def request_error(exc: RequestError) -> APIError:
-    """A bad request field as the OpenAI-shaped 400 naming it; a named thing that does not
-    exist (an unknown collection) as a 404."""
-    if exc.code == "not_found":
-        return errors.APIError(404, str(exc), param=exc.param, code=exc.code)
-    return errors.bad_request(str(exc), param=exc.param, code=exc.code)
+        raise errors.request_error(exc) from None

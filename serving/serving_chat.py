@@ -25,7 +25,7 @@ from serving import errors
 from serving.admission import Admission, Slot
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.prepare import prepare, request_error
+from serving.prepare import prepare
 from serving.protocol import ChatCompletionRequest
 from serving.responses import (
     AssistantMessage,
@@ -49,11 +49,10 @@ from serving.streams import (
     SSEResponse,
     wait_for_disconnect,
 )
-from serving.validation import context_error, parse_request
-from typed_rag.engines.base import ContextLengthError, EngineError
-from typed_rag.errors import UserError
+from serving.validation import parse_request
+from typed_rag.engines.base import EngineError
 from typed_rag.progress import Progress
-from typed_rag.request import RequestError, Resolved
+from typed_rag.request import Resolved
 from typed_rag.result import Result
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ CLIENT_CLOSED = 499  # nginx's status for "client closed the request"; only seen
 
 
 class OpenAIServingChat:
-    """The work behind the chat endpoint; the router in :mod:`serving.app` only calls it."""
+    """The work behind the chat endpoint; its router (:mod:`serving.routes.chat`) only calls it."""
 
     def __init__(self, state: ServerState, admission: Admission, metrics: ServerMetrics) -> None:
         self.state = state
@@ -186,12 +185,11 @@ class OpenAIServingChat:
     async def _answer(self, request: Resolved) -> Result:
         try:
             return await self.state.rag.answer(request)
-        except ContextLengthError as exc:
-            raise context_error(exc) from None
-        except RequestError as exc:
-            raise request_error(exc) from None
-        except UserError as exc:
-            raise errors.bad_request(str(exc)) from None
+        except Exception as exc:
+            err = errors.from_core(exc)
+            if err is None:
+                raise
+            raise err from None
 
     # -- streaming ------------------------------------------------------------
 
@@ -307,14 +305,10 @@ class OpenAIServingChat:
             raise
         except APIError as exc:
             error = exc
-        except ContextLengthError as exc:
-            error = context_error(exc)
-        except RequestError as exc:
-            error = request_error(exc)
-        except UserError as exc:
-            error = errors.bad_request(str(exc))
         except Exception as exc:  # noqa: BLE001 - sent in-band as an OpenAI error
-            error = self._internal(exc, request_id, req.model, request.question)
+            error = errors.from_core(exc) or self._internal(
+                exc, request_id, req.model, request.question
+            )
         finally:
             self._streams.discard(pump)
             await pump.stop()
@@ -376,10 +370,5 @@ class OpenAIServingChat:
             exc_info=exc,
         )
         if isinstance(exc, EngineError) or not self.state.engine_healthy():
-            return APIError(
-                503,
-                "the language model backend failed; the server log has the details",
-                type="service_unavailable_error",
-                code="engine_error",
-            )
+            return errors.engine_failed()
         return errors.internal()

@@ -17,14 +17,7 @@ from serving.bodies import check_output_schema, check_unicode, decode_json
 from serving.errors import APIError
 from serving.protocol import FIELD_POLICY, ChatCompletionRequest
 from typed_rag.config import ServerSettings
-from typed_rag.engines.base import ContextLengthError
 from typed_rag.pipelines import MODES
-
-
-def context_error(exc: ContextLengthError) -> APIError:
-    """The engine found a prompt longer than its context: the request's fault, not a 503."""
-    return errors.bad_request(str(exc), param="messages", code="context_length_exceeded")
-
 
 _ROLE_TAGS = frozenset({"user", "system", "developer", "assistant", "tool"})
 _FORMAT_TAGS = frozenset({"text", "json_object", "json_schema"})

@@ -1,11 +1,13 @@
 """Collections and their documents as HTTP resources, and the jobs that index them: the routes.
 
-``POST /v1/collections`` makes an empty collection, ``POST .../files`` stores uploads and
-answers 202 with the job that indexes them (:mod:`serving.jobs`), ``GET .../files`` lists
-the documents with their state, ``DELETE .../files/ID`` removes one (a job rebuilds the
-collection without it), ``GET /v1/jobs/ID`` (and ``/events``, server-sent) follows a job.
-Off unless ``server.api_key`` is set (then only with the key) or ``documents.uploads`` is
-``on``: uploads write files and start work on the server.
+``GET /v1/collections`` lists the collections a chat request may name; it needs only the
+API key (when one is set). ``POST /v1/collections`` makes an empty collection, ``POST
+.../files`` stores uploads and answers 202 with the job that indexes them
+(:mod:`serving.jobs`), ``GET .../files`` lists the documents with their state, ``DELETE
+.../files/ID`` removes one (a job rebuilds the collection without it), ``GET /v1/jobs/ID``
+(and ``/events``, server-sent) follows a job. These are off unless ``server.api_key`` is
+set (then only with the key) or ``documents.uploads`` is ``on``: uploads write files and
+start work on the server.
 
 The work lives in the modules named for it: :mod:`serving.upload_form` (the multipart
 form within its limits), :mod:`serving.uploads` (each file's checks and storage),
@@ -23,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.datastructures import UploadFile
 
@@ -48,10 +50,14 @@ def enabled(settings: Settings) -> bool:
     return settings.documents.uploads_with(settings.server.api_key) == "on"
 
 
-def install(
-    app: FastAPI, settings: Settings, jobs: JobQueue, require_key: Callable[..., Any]
-) -> None:
-    """Add the documents API's routes to ``app``."""
+def router(settings: Settings, jobs: JobQueue, require_key: Callable[..., Any]) -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/v1/collections", dependencies=[Depends(require_key)])
+    async def collections() -> JSONResponse:
+        """The collections a request's ``collection`` field may name."""
+        cards = await asyncio.to_thread(collection_cards, settings)
+        return JSONResponse({"object": "list", "data": cards})
 
     async def require_enabled(request: Request) -> None:
         if not enabled(settings):
@@ -66,7 +72,7 @@ def install(
 
     guard = [Depends(require_enabled)]
 
-    @app.post("/v1/collections", dependencies=guard, status_code=201)
+    @api.post("/v1/collections", dependencies=guard, status_code=201)
     async def create_collection(request: Request) -> JSONResponse:
         """Make an empty collection; files are uploaded into it next."""
         body = decode_json(await read_body(request, settings.server.max_body_bytes), 8)
@@ -83,7 +89,7 @@ def install(
         card = next(c for c in collection_cards(settings) if c["id"] == name)
         return JSONResponse(card, status_code=201)
 
-    @app.delete("/v1/collections/{name}", dependencies=guard)
+    @api.delete("/v1/collections/{name}", dependencies=guard)
     async def delete_collection(name: str) -> JSONResponse:
         """Delete the collection's index and uploaded files (never files elsewhere)."""
         known_collection(settings, name)
@@ -96,7 +102,7 @@ def install(
         await asyncio.to_thread(shutil.rmtree, folder, True)
         return JSONResponse({"id": name, "object": "collection.deleted", "deleted": True})
 
-    @app.post("/v1/collections/{name}/files", dependencies=guard, status_code=202)
+    @api.post("/v1/collections/{name}/files", dependencies=guard, status_code=202)
     async def upload_files(name: str, request: Request) -> JSONResponse:
         """Store the uploads and answer at once with the job that indexes them."""
         folder = uploads_of(settings, name)
@@ -129,14 +135,14 @@ def install(
         body["uploaded"] = [uploads.file_card(f, "queued", collection=name) for f in stored]
         return JSONResponse(body, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
-    @app.get("/v1/collections/{name}/files", dependencies=guard)
+    @api.get("/v1/collections/{name}/files", dependencies=guard)
     async def list_files(name: str) -> JSONResponse:
         """The collection's documents with their state, pages and passages."""
         known_collection(settings, name)
         cards = await asyncio.to_thread(file_states, settings, name, jobs.of_collection(name))
         return JSONResponse({"object": "list", "data": cards})
 
-    @app.delete("/v1/collections/{name}/files/{file_id}", dependencies=guard, status_code=202)
+    @api.delete("/v1/collections/{name}/files/{file_id}", dependencies=guard, status_code=202)
     async def delete_file(name: str, file_id: str) -> JSONResponse:
         """Remove the file; a job rebuilds the collection without its passages."""
         folder = uploads_of(settings, name)
@@ -149,18 +155,18 @@ def install(
                 "deleted": True, "job": job.to_json()}  # fmt: skip
         return JSONResponse(body, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
-    @app.get("/v1/jobs", dependencies=guard)
+    @api.get("/v1/jobs", dependencies=guard)
     async def list_jobs(collection: str | None = None) -> JSONResponse:
         """Every job (or one collection's), newest first."""
         chosen = [j for j in jobs.jobs.values() if collection in (None, j.collection)]
         chosen.sort(key=lambda j: j.created_at, reverse=True)
         return JSONResponse({"object": "list", "data": [j.to_json() for j in chosen]})
 
-    @app.get("/v1/jobs/{job_id}", dependencies=guard)
+    @api.get("/v1/jobs/{job_id}", dependencies=guard)
     async def get_job(job_id: str) -> JSONResponse:
         return JSONResponse(job_of(jobs, job_id).to_json())
 
-    @app.get("/v1/jobs/{job_id}/events", dependencies=guard)
+    @api.get("/v1/jobs/{job_id}/events", dependencies=guard)
     async def job_events(job_id: str) -> Response:
         """The job as server-sent events, one per change, until it ends; then ``[DONE]``."""
         job = job_of(jobs, job_id)
@@ -170,6 +176,8 @@ def install(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    return api
 
 
 async def _events(job: Job, keepalive_s: float) -> AsyncIterator[str]:
