@@ -26,6 +26,7 @@ when they run, not when this module is imported.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -71,14 +72,13 @@ class RowSource(Protocol):
 
 
 @dataclass
-class BuildReport:
-    """What ``build_index`` did; ``skipped`` when an up-to-date index was kept."""
+class BaseBuildReport:
+    """The fields every BM25 build report has (:class:`BuildReport`, the sharded one)."""
 
     out: Path
     skipped: bool = False
     reason: str = ""
     passages: int = 0
-    vocab: int = 0
     postings: int = 0
     skipped_rows: int = 0
     first_error: str | None = None
@@ -90,6 +90,13 @@ class BuildReport:
         d = asdict(self)
         d["out"] = str(self.out)
         return d
+
+
+@dataclass
+class BuildReport(BaseBuildReport):
+    """What ``build_index`` did; ``skipped`` when an up-to-date index was kept."""
+
+    vocab: int = 0
 
 
 def build_index(
@@ -108,10 +115,9 @@ def build_index(
     workers: int | None = None,
 ) -> BuildReport:
     """Build (or, with ``if_missing``, keep an up-to-date) BM25 index; see the module doc."""
-    params = bm25_params(settings, k1=k1, b=b, method=method)
-    out = Path(out).expanduser() if out is not None else settings.index_dir
-    corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
-    fingerprint = corpus_fingerprint(corpus_path, source)
+    params, out, corpus_path, fingerprint = build_inputs(
+        settings, corpus, out, k1=k1, b=b, method=method, show_progress=show_progress
+    )
     analyzer = dict(DEFAULT_ANALYZER)
     if if_missing:
         reason = stale_reason(
@@ -143,6 +149,36 @@ def build_index(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return report
+
+
+def build_inputs(
+    settings: Settings,
+    corpus: str | Path | None,
+    out: str | Path | None,
+    *,
+    k1: float | None,
+    b: float | None,
+    method: str | None,
+    show_progress: bool,
+) -> tuple[dict[str, Any], Path, Path, dict[str, Any]]:
+    """What an unsharded and a sharded build start from: the checked BM25 parameters, the
+    output folder (default ``settings.index_dir``), the corpus file and its fingerprint."""
+    params = bm25_params(settings, k1=k1, b=b, method=method)
+    out = Path(out).expanduser() if out is not None else settings.index_dir
+    corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
+    return params, out, corpus_path, corpus_fingerprint(corpus_path, source)
+
+
+@contextlib.contextmanager
+def stem_pool(workers: int, analyzer: dict[str, Any]) -> Iterator[multiprocessing.pool.Pool | None]:
+    """The stemming pool of a build (None: in-process), terminated when the block ends."""
+    pool = start_pool(workers, analyzer) if workers > 0 else None
+    try:
+        yield pool
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
 
 def bm25_params(
@@ -205,8 +241,7 @@ def build_into(
     """Write the passage store and BM25 files of ``reader``'s rows into ``folder``
     (no manifest, no swap: :func:`build_index` and the documents build do those)."""
     t0 = time.perf_counter()
-    pool = start_pool(workers, analyzer) if workers > 0 else None
-    try:
+    with stem_pool(workers, analyzer) as pool:
         first = read_postings(
             folder,
             reader,
@@ -216,10 +251,6 @@ def build_into(
             pool=pool,
             workers=workers,
         )
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
     t1 = time.perf_counter()
     n_terms = score_postings(
         folder, first.doc_len, first.doc_terms, params=params, show_progress=show_progress

@@ -44,7 +44,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +52,17 @@ import numpy as np
 
 import typed_rag.retrieval.manifest as mf
 from indexes.build import (
+    BaseBuildReport,
     _check_out_folder,
     _replace_folder,
-    bm25_params,
+    build_inputs,
     read_postings,
     score_postings,
+    stem_pool,
 )
-from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats, resolve_corpus
-from indexes.freshness import corpus_fingerprint
+from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats
 from indexes.score_matrix import CollectionStats, document_frequencies
-from indexes.stem_pool import default_workers, start_pool
+from indexes.stem_pool import default_workers
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.analyzer import DEFAULT_ANALYZER
@@ -82,29 +83,14 @@ DEFAULT_SHARD_SIZE = 1_000_000
 
 
 @dataclass
-class ShardedBuildReport:
+class ShardedBuildReport(BaseBuildReport):
     """What ``build_sharded`` did; ``resumed_shards`` counts shards a rerun found done."""
 
-    out: Path
-    skipped: bool = False
-    reason: str = ""
-    passages: int = 0
     shards: int = 0
     shard_size: int = 0
     resumed_shards: int = 0
     earlier_s: float = 0.0  # pass 1 seconds of the resumed shards, spent by earlier runs
-    postings: int = 0
     vocab_terms: int = 0  # distinct terms of the collection (by hash)
-    skipped_rows: int = 0
-    first_error: str | None = None
-    seconds: float = 0.0
-    passages_per_s: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["out"] = str(self.out)
-        return d
 
 
 def shard_name(i: int) -> str:
@@ -140,13 +126,13 @@ def build_sharded(
     """
     if shard_size <= 0:
         raise UserError(f"--shard-size must be a positive number, got {shard_size}")
-    params = bm25_params(settings, k1=k1, b=b, method=method)
-    out = Path(out).expanduser() if out is not None else settings.index_dir
-    corpus_path, source = resolve_corpus(corpus or settings.corpus.path, settings, show_progress)
+    params, out, corpus_path, fingerprint = build_inputs(
+        settings, corpus, out, k1=k1, b=b, method=method, show_progress=show_progress
+    )
     plan = {
         "format_version": mf.FORMAT_VERSION,
         "kind": SHARDED_KIND,
-        "corpus": corpus_fingerprint(corpus_path, source),
+        "corpus": fingerprint,
         "params": params,
         "analyzer": dict(DEFAULT_ANALYZER),
         "shard_size": int(shard_size),
@@ -303,8 +289,7 @@ def _first_passes(
         log.info("resuming: %d shards (%d passages) done; reading past them", done, skipped)
         for _ in itertools.islice(rows, skipped):
             pass
-    pool = start_pool(workers, plan["analyzer"]) if workers > 0 else None
-    try:
+    with stem_pool(workers, plan["analyzer"]) as pool:
         i = done
         while True:
             first = next(rows, None)
@@ -347,10 +332,6 @@ def _first_passes(
             if on_shard is not None:
                 on_shard("pass1", i)
             i += 1
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
     return reader.stats
 
 

@@ -78,7 +78,47 @@ def numba_kernel() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
         return _kernel
 
 
-class BM25Index:
+def checked_manifest(
+    folder: Path, *, missing: str, rebuild: str, kind: str | None = None
+) -> dict[str, Any]:
+    """``folder``'s index manifest: present (and, given ``kind``, of that ``"kind"``), else
+    ``UserError(missing)``; of this version's format, else an error naming ``rebuild``."""
+    manifest = mf.read_manifest(folder)
+    if manifest is None or (kind is not None and manifest.get("kind") != kind):
+        raise UserError(missing)
+    if manifest.get("format_version") != mf.FORMAT_VERSION:
+        raise UserError(
+            f"index at {folder} has format {manifest.get('format_version')}, this version "
+            f"reads {mf.FORMAT_VERSION}; rebuild it with `{rebuild}`"
+        )
+    return manifest
+
+
+class SearchBase:
+    """What :class:`BM25Index` and the sharded index share: ``params`` from the manifest
+    and ``search`` over ``search_docs``; a subclass turns hits into passages."""
+
+    manifest: dict[str, Any]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.manifest.get("params", {}))
+
+    def search_docs(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _hits(self, docs: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
+        raise NotImplementedError
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        """Top-``k`` passages per query, best first (fewer if fewer passages match)."""
+        if isinstance(queries, str):
+            raise TypeError("search() takes a sequence of queries, not one string")
+        docs, scores = self.search_docs(queries, k)
+        return self._hits(docs, scores)
+
+
+class BM25Index(SearchBase):
     """Batched BM25 search over an index folder written by ``indexes.build_index``."""
 
     def __init__(
@@ -93,14 +133,11 @@ class BM25Index:
         from bm25s.utils import json_functions
 
         folder = Path(folder)
-        manifest = mf.read_manifest(folder)
-        if manifest is None:
-            raise UserError(f"no index at {folder}; run `typed-rag index build`")
-        if manifest.get("format_version") != mf.FORMAT_VERSION:
-            raise UserError(
-                f"index at {folder} has format {manifest.get('format_version')}, this version "
-                f"reads {mf.FORMAT_VERSION}; rebuild it with `typed-rag index build`"
-            )
+        manifest = checked_manifest(
+            folder,
+            missing=f"no index at {folder}; run `typed-rag index build`",
+            rebuild="typed-rag index build",
+        )
         missing = [n for n in mf.INDEX_FILES if not (folder / n).is_file()]
         if missing:
             raise UserError(
@@ -162,10 +199,6 @@ class BM25Index:
     @property
     def num_docs(self) -> int:
         return int(self.bm25.scores["num_docs"])
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.manifest.get("params", {}))
 
     def query_term_ids(self, queries: Sequence[str]) -> list[list[int]]:
         """Analyse queries like the passages were; unknown terms are dropped."""
@@ -234,11 +267,7 @@ class BM25Index:
             weight_mask=None,
         )
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
-        """Top-``k`` passages per query, best first (fewer if fewer passages match)."""
-        if isinstance(queries, str):
-            raise TypeError("search() takes a sequence of queries, not one string")
-        docs, scores = self.search_docs(queries, k)
+    def _hits(self, docs: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
         return self.store.passages(docs, scores, positive_only=True)
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ import typed_rag.retrieval.manifest as mf
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.base import Passage
-from typed_rag.retrieval.bm25 import Backend, BM25Index
+from typed_rag.retrieval.bm25 import Backend, BM25Index, SearchBase, checked_manifest
 
 SHARDED_KIND = "sharded"
 SHARD_PREFIX = "shard-"
@@ -45,7 +45,7 @@ def open_bm25(settings: Settings, folder: str | Path | None = None) -> BM25Index
     return BM25Index.from_settings(settings, path)
 
 
-class ShardedBM25Index:
+class ShardedBM25Index(SearchBase):
     """Batched BM25 search over every shard of a sharded index folder, merged exactly."""
 
     def __init__(
@@ -57,14 +57,12 @@ class ShardedBM25Index:
         n_threads: int = 1,
     ) -> None:
         folder = Path(folder)
-        manifest = mf.read_manifest(folder)
-        if manifest is None or manifest.get("kind") != SHARDED_KIND:
-            raise UserError(f"no sharded index at {folder}")
-        if manifest.get("format_version") != mf.FORMAT_VERSION:
-            raise UserError(
-                f"index at {folder} has format {manifest.get('format_version')}, this version "
-                f"reads {mf.FORMAT_VERSION}; rebuild it with `typed-rag index build --shard-size`"
-            )
+        manifest = checked_manifest(
+            folder,
+            missing=f"no sharded index at {folder}",
+            rebuild="typed-rag index build --shard-size",
+            kind=SHARDED_KIND,
+        )
         self.folder = folder
         self.manifest: dict[str, Any] = manifest
         self.shards: list[BM25Index] = []
@@ -90,10 +88,6 @@ class ShardedBM25Index:
     @property
     def num_docs(self) -> int:
         return sum(s.num_docs for s in self.shards)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.manifest.get("params", {}))
 
     def unknown_words(self, text: str) -> list[str]:
         """The words of ``text`` that no passage of any shard uses."""
@@ -147,19 +141,14 @@ class ShardedBM25Index:
             out.append(hits)
         return out
 
+    _hits = passages
+
     def get(self, doc: int) -> tuple[str, str, str]:
         """``(id, title, text)`` of collection document number ``doc``."""
         if not 0 <= doc < self.num_docs:
             raise IndexError(f"document {doc} out of range 0..{self.num_docs - 1}")
         i = int(np.searchsorted(self.offsets, doc, side="right")) - 1
         return self.shards[i].store.get(doc - int(self.offsets[i]))
-
-    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
-        """Top-``k`` passages per query, best first (fewer if fewer passages match)."""
-        if isinstance(queries, str):
-            raise TypeError("search() takes a sequence of queries, not one string")
-        docs, scores = self.search_docs(queries, k)
-        return self.passages(docs, scores)
 
     def close(self) -> None:
         if getattr(self, "_pool", None) is not None:
