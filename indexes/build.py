@@ -170,7 +170,9 @@ def build_inputs(
 
 
 @contextlib.contextmanager
-def stem_pool(workers: int, analyzer: dict[str, Any]) -> Iterator[multiprocessing.pool.Pool | None]:
+def stemming_pool(
+    workers: int, analyzer: dict[str, Any]
+) -> Iterator[multiprocessing.pool.Pool | None]:
     """The stemming pool of a build (None: in-process), terminated when the block ends."""
     pool = start_pool(workers, analyzer) if workers > 0 else None
     try:
@@ -241,7 +243,7 @@ def build_into(
     """Write the passage store and BM25 files of ``reader``'s rows into ``folder``
     (no manifest, no swap: :func:`build_index` and the documents build do those)."""
     t0 = time.perf_counter()
-    with stem_pool(workers, analyzer) as pool:
+    with stemming_pool(workers, analyzer) as pool:
         first = read_postings(
             folder,
             reader,

@@ -58,7 +58,7 @@ from indexes.build import (
     build_inputs,
     read_postings,
     score_postings,
-    stem_pool,
+    stemming_pool,
 )
 from indexes.corpus import CorpusReader, CorpusRow, OnError, ReadStats
 from indexes.score_matrix import CollectionStats, document_frequencies
@@ -289,7 +289,7 @@ def _first_passes(
         log.info("resuming: %d shards (%d passages) done; reading past them", done, skipped)
         for _ in itertools.islice(rows, skipped):
             pass
-    with stem_pool(workers, plan["analyzer"]) as pool:
+    with stemming_pool(workers, plan["analyzer"]) as pool:
         i = done
         while True:
             first = next(rows, None)

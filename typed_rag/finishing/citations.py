@@ -59,6 +59,11 @@ _SENTENCE = re.compile(rf"{NOT_ABBREVIATION}(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[-])")
 _LIST_MARKER = re.compile(r"(?:\d{1,2}[.)]|[-*•])")
 
 
+def _is_fence(line: str) -> bool:
+    """A line that opens or closes a fenced code block."""
+    return line.lstrip().startswith("```")
+
+
 def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
     """The answer's sentences (or list items) that cite something, with their numbers."""
     return [(s, nums) for s in split_sentences(answer) if (nums := cited_numbers(s))]
@@ -74,7 +79,7 @@ def split_sentences(answer: str) -> list[str]:
     merged: list[str] = []
     in_fence = False
     for line in answer.splitlines():
-        if line.lstrip().startswith("```"):
+        if _is_fence(line):
             in_fence = not in_fence
             continue
         if in_fence:
@@ -217,7 +222,7 @@ def attach_citations(
     best: tuple[float, int, int, int] | None = None
     in_fence = False
     for li, pieces in enumerate(lines):
-        if "".join(pieces).lstrip().startswith("```"):
+        if _is_fence("".join(pieces)):
             in_fence = not in_fence
             continue
         if in_fence:  # a citation inside a code block would break the code
