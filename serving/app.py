@@ -31,6 +31,7 @@ from serving.routes import collections, health, models
 from serving.serving_chat import OpenAIServingChat
 from serving.state import ServerState
 from serving.training_pause import TrainingPause
+from serving.validation import from_validation
 from typed_rag.classifier.interim import finetune_pid_path
 from typed_rag.config import Settings
 
@@ -123,11 +124,10 @@ def _install_error_handlers(app: FastAPI, metrics: ServerMetrics) -> None:
             metrics.observe_error("unknown", exc.status, exc.code)
         return exc.response()
 
-    async def validation(_: Request, exc: Exception) -> Response:
+    async def validation(request: Request, exc: Exception) -> Response:
+        """FastAPI's 422 for a body the request model refuses: the OpenAI 400 naming the field."""
         assert isinstance(exc, RequestValidationError)
-        err = errors.validation_error(exc)
-        metrics.errors.labels(code=err.code).inc()
-        return err.response()
+        return await api_error(request, from_validation(exc.errors()))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

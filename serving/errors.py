@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from typed_rag.engines.base import ContextLengthError
@@ -120,20 +119,6 @@ def not_found(message: str) -> APIError:
 
 def method_not_allowed(message: str) -> APIError:
     return APIError(405, message, code="method_not_allowed")
-
-
-def validation_error(exc: RequestValidationError) -> APIError:
-    """Pydantic's 422 becomes the 400 the OpenAI API gives for bad field types."""
-    errors = exc.errors()
-    if not errors:
-        return bad_request("invalid request body")
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    param = ".".join(loc) or None
-    msg = first.get("msg", "invalid value")
-    where = f"'{param}'" if param else "request body"
-    extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return bad_request(f"invalid {where}: {msg}{extra}", param=param, code="invalid_value")
 
 
 def context_error(exc: ContextLengthError) -> APIError:

@@ -8,7 +8,7 @@ for what every edge shares, :mod:`typed_rag.request`. The responses are in :mod:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -16,9 +16,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     StringConstraints,
     WithJsonSchema,
+    model_validator,
 )
+from pydantic_core import PydanticKnownError
 
 # Request models are strict (no "0.5" for a number, no "true" for a bool), so
 # the server accepts exactly what the OpenAPI schema, generated from them, says.
@@ -48,10 +51,22 @@ def _false(value: bool) -> bool:
 FalseOnly = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
 
 
-class TextPart(BaseModel):
-    """One part of a message whose content is a list; only text is understood."""
+class Strict(BaseModel):
+    """A part of a request: strict, and a JSON object (FastAPI validates a body with
+    ``from_attributes``, which would word the refusal of a non-object differently)."""
 
     model_config = STRICT
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _an_object(cls, value: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        if not isinstance(value, dict | cls):
+            raise PydanticKnownError("model_type", {"class_name": cls.__name__})
+        return handler(value)
+
+
+class TextPart(Strict):
+    """One part of a message whose content is a list; only text is understood."""
 
     type: Literal["text"]
     text: str
@@ -61,9 +76,7 @@ class UserTextPart(TextPart):
     text: NonBlank
 
 
-class _Message(BaseModel):
-    model_config = STRICT
-
+class _Message(Strict):
     name: str | None = None
 
     def text(self) -> str:
@@ -92,13 +105,11 @@ class OtherMessage(_Message):
 ChatMessage = Annotated[UserMessage | OtherMessage, Field(discriminator="role")]
 
 
-class StreamOptions(BaseModel):
-    model_config = STRICT
-
+class StreamOptions(Strict):
     include_usage: bool | None = None
 
 
-class JSONSchemaFormat(BaseModel):
+class JSONSchemaFormat(Strict):
     """``response_format.json_schema``: the schema the final answer is decoded under."""
 
     model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
@@ -109,21 +120,15 @@ class JSONSchemaFormat(BaseModel):
     strict: bool | None = None
 
 
-class TextFormat(BaseModel):
-    model_config = STRICT
-
+class TextFormat(Strict):
     type: Literal["text"]
 
 
-class JSONObjectFormat(BaseModel):
-    model_config = STRICT
-
+class JSONObjectFormat(Strict):
     type: Literal["json_object"]
 
 
-class JSONSchemaResponseFormat(BaseModel):
-    model_config = STRICT
-
+class JSONSchemaResponseFormat(Strict):
     type: Literal["json_schema"]
     json_schema: JSONSchemaFormat
 

@@ -49,7 +49,7 @@ from serving.streams import (
     SSEResponse,
     wait_for_disconnect,
 )
-from serving.validation import parse_request
+from serving.validation import check_model
 from typed_rag.engines.base import EngineError
 from typed_rag.progress import Progress
 from typed_rag.request import Resolved
@@ -95,11 +95,12 @@ class OpenAIServingChat:
 
     # -- the endpoint ----------------------------------------------------
 
-    async def create(self, raw: Request) -> Response:
+    async def create(self, req: ChatCompletionRequest, raw: Request) -> Response:
+        """Answer ``req``, validated by FastAPI; ``raw`` is watched for the client leaving."""
         started = time.perf_counter()
         mode = "unknown"
         try:
-            req = await parse_request(raw, self.server)
+            check_model(req)
             mode = req.model
             request = prepare(req, self.state.settings)
             if not self.state.ready:

@@ -1,15 +1,19 @@
 """From the raw HTTP request to a validated :class:`ChatCompletionRequest`, or an OpenAI error.
 
-The body's size and nesting depth are checked before it is decoded; a validation
-failure becomes a 400 that names the field at fault.
+The chat route reads its body through :func:`checked_json_route`: the API key first, then
+the body's size and nesting depth before it is decoded; FastAPI validates the decoded
+JSON against the request model, and a validation failure becomes (:func:`from_validation`)
+a 400 that names the field at fault.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import Request
-from pydantic import ValidationError
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
 from serving import errors
@@ -42,11 +46,12 @@ def _param(loc: tuple[Any, ...]) -> str | None:
     return ".".join(out) or None
 
 
-def from_validation(exc: ValidationError) -> APIError:
-    """The most telling problem (a union's "wrong type" errors come last), naming its field."""
-    problems = sorted(exc.errors(), key=lambda e: str(e.get("type", "")).endswith("_type"))
-    first = problems[0]
-    param = _param(tuple(first.get("loc", ())))
+def from_validation(problems: Sequence[Any]) -> APIError:
+    """The most telling of pydantic's (or FastAPI's, under ``body``) problems (a union's
+    "wrong type" errors come last), naming its field."""
+    first = sorted(problems, key=lambda e: str(e.get("type", "")).endswith("_type"))[0]
+    loc = tuple(first.get("loc", ()))
+    param = _param(loc[1:] if loc[:1] == ("body",) else loc)
     kind = first.get("type")
     msg = first.get("msg", "invalid value")
     if param == "messages" and kind == "missing":
@@ -66,8 +71,44 @@ def from_validation(exc: ValidationError) -> APIError:
     return errors.bad_request(f"invalid '{param}': {msg}", param=param, code="invalid_value")
 
 
-async def parse_request(raw: Request, server: ServerSettings) -> ChatCompletionRequest:
-    """The validated request, or an :class:`APIError` (400/413) naming what is wrong.
+def check_model(req: ChatCompletionRequest) -> None:
+    """400 for a model (mode) this server does not offer, or a ``response_format`` schema
+    that cannot be turned into a decoding grammar."""
+    if req.model not in MODES:
+        raise errors.bad_request(
+            f"unknown model {req.model!r}; this server offers: {', '.join(MODES)}",
+            param="model",
+            code="model_not_found",
+        )
+    check_output_schema(req.output_schema())
+
+
+def checked_json_route(
+    server: ServerSettings, require_key: Callable[[Request], Awaitable[None]]
+) -> type[APIRoute]:
+    """A route class whose body FastAPI gets decoded by :func:`read_json`, after the key.
+
+    FastAPI reads a body with ``request.body()`` and ``request.json()``, which return
+    what the request holds already (the pattern of FastAPI's "custom Request and
+    APIRoute class"); so it validates the JSON decoded here, within the limits.
+    """
+
+    class CheckedJSONRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+            handle = super().get_route_handler()
+
+            async def checked(request: Request) -> Response:
+                await require_key(request)  # before the body, as for every guarded route
+                request._json = await read_json(request, server)
+                return await handle(request)
+
+            return checked
+
+    return CheckedJSONRoute
+
+
+async def read_json(raw: Request, server: ServerSettings) -> dict[str, Any]:
+    """The body as a JSON object, or an :class:`APIError` (400/413) naming what is wrong.
 
     The body's size and nesting depth are checked before it is decoded, and
     strings must be valid Unicode (no unpaired surrogates), so no body can
@@ -79,23 +120,11 @@ async def parse_request(raw: Request, server: ServerSettings) -> ChatCompletionR
             f"expected Content-Type: application/json, got {content_type or 'none'!r}",
             code="invalid_content_type",
         )
-    body = await read_body(raw, server.max_body_bytes)
-    data = decode_json(body, server.max_json_depth)
+    data = decode_json(await read_body(raw, server.max_body_bytes), server.max_json_depth)
     if not isinstance(data, dict):
         raise errors.bad_request("request body must be a JSON object", code="invalid_json")
     check_unicode(data)
-    try:
-        req = ChatCompletionRequest.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation(exc) from None
-    if req.model not in MODES:
-        raise errors.bad_request(
-            f"unknown model {req.model!r}; this server offers: {', '.join(MODES)}",
-            param="model",
-            code="model_not_found",
-        )
-    check_output_schema(req.output_schema())
-    return req
+    return data
 
 
 async def read_body(raw: Request, limit: int) -> bytes:
@@ -120,4 +149,5 @@ async def read_body(raw: Request, limit: int) -> bytes:
         raise errors.bad_request(
             "the client disconnected before sending the whole body", code="incomplete_body"
         ) from None
-    return b"".join(chunks)
+    raw._body = b"".join(chunks)  # what request.body() returns from now on
+    return raw._body
