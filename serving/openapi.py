@@ -1,9 +1,9 @@
 """The OpenAPI document, made to describe what the server really does.
 
-The chat endpoint reads its body itself (size and depth limits come before
-decoding), so FastAPI cannot see its schema: it is added here from the same
-pydantic model that validates it, with every status the endpoint can answer
-and its body, and both content types of a 200 (JSON, or an SSE stream).
+FastAPI generates the chat request's schema from the model that validates it; added
+here are what only the settings know (the modes, the ``top_k`` and length limits),
+every status an endpoint can answer and its body, and both content types of the
+chat 200 (JSON, or an SSE stream).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from serving import documents_openapi
-from serving.protocol import ChatCompletionRequest
 from serving.responses import (
     ChatCompletionResponse,
     ConfigResponse,
@@ -80,6 +79,8 @@ def _request_schema(components: dict[str, Any], max_input_chars: int, max_top_k:
     the ``top_k`` range and the per-message length limit of this server."""
     request = components["ChatCompletionRequest"]
     request["properties"]["model"]["enum"] = list(MODES)
+    # FastAPI's OpenAPI model holds bounds as floats: int64's maximum would round up to 2**63.
+    request["properties"]["seed"]["anyOf"][0].update(minimum=-(2**63), maximum=2**63 - 1)
     request["properties"]["top_k"] = {
         "anyOf": [{"type": "integer", "minimum": 1, "maximum": max_top_k}, {"type": "null"}],
         "default": None,
@@ -124,14 +125,12 @@ def install(app: FastAPI, *, auth: bool, max_input_chars: int, max_top_k: int = 
         )
         components = doc.setdefault("components", {}).setdefault("schemas", {})
         components.update(
-            _schemas(ChatCompletionRequest, ChatCompletionResponse, ErrorResponse, ModelList)
+            _schemas(ChatCompletionResponse, ErrorResponse, ModelList, Health, ConfigResponse)
         )
-        components.update(_schemas(Health, ConfigResponse))
         _request_schema(components, max_input_chars, max_top_k)
         auth_errors = (401,) if auth else ()
         paths = doc["paths"]
         chat = paths["/v1/chat/completions"]["post"]
-        chat["requestBody"] = {"required": True, "content": _json("ChatCompletionRequest")}
         chat["responses"] = {
             "200": {
                 "description": "the answer; " + SSE_DESCRIPTION,
