@@ -46,12 +46,11 @@ def _param(loc: tuple[Any, ...]) -> str | None:
     return ".".join(out) or None
 
 
-def from_validation(problems: Sequence[Any]) -> APIError:
-    """The most telling of pydantic's (or FastAPI's, under ``body``) problems (a union's
-    "wrong type" errors come last), naming its field."""
+def from_validation(problems: Sequence[dict[str, Any]]) -> APIError:
+    """The most telling of FastAPI's validation problems (a union's "wrong type" errors
+    come last), naming its field (its ``loc`` without the leading ``body``)."""
     first = sorted(problems, key=lambda e: str(e.get("type", "")).endswith("_type"))[0]
-    loc = tuple(first.get("loc", ()))
-    param = _param(loc[1:] if loc[:1] == ("body",) else loc)
+    param = _param(tuple(first.get("loc", ()))[1:])
     kind = first.get("type")
     msg = first.get("msg", "invalid value")
     if param == "messages" and kind == "missing":
