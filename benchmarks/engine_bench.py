@@ -154,6 +154,60 @@ async def bench_engine(
     return out
 
 
+LIMIT_TEXT = " ".join(
+    f"Passage {i}: the river town number {i} keeps a stone bridge, a market on Fridays "
+    f"and a library that opened in {1800 + i}."
+    for i in range(200)
+)
+
+
+def engine_limit(
+    model_path: Path,
+    *,
+    n_ctx: int,
+    n_threads: int,
+    n_batch: int,
+    prompts: tuple[int, ...] = (256, 1024),
+    decode_tokens: int = 128,
+) -> dict[str, Any]:
+    """The engine's own rates, a bare loop over llama-cpp-python with the server's
+    settings: each prompt size evaluated from an empty cache (prefill tokens/s), then
+    greedy decoding of ``decode_tokens`` after a short and after the longest prompt. The
+    limits are the best of these; the server's rates are set against them."""
+    from typed_rag.engines.llamacpp_model import load_gguf
+
+    llm, _ = load_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
+    try:
+        ids = llm.tokenize(LIMIT_TEXT.encode())
+        assert len(ids) >= max(prompts), "LIMIT_TEXT is shorter than the largest prompt"
+        llm.reset()
+        llm.eval(ids[:16])  # warm-up: the first evaluation pays one-time costs
+        prefill: dict[str, float] = {}
+        for n in prompts:
+            llm.reset()
+            t = time.perf_counter()
+            llm.eval(ids[:n])
+            prefill[str(n)] = n / (time.perf_counter() - t)
+        decode: dict[str, float] = {}
+        for n in (32, max(prompts)):
+            llm.reset()
+            llm.eval(ids[:n])
+            t = time.perf_counter()
+            for _ in range(decode_tokens):
+                llm.eval([llm.sample(temp=0.0)])
+            decode[str(n)] = decode_tokens / (time.perf_counter() - t)
+    finally:
+        llm.close()
+    return {
+        "n_threads": n_threads,
+        "n_batch": n_batch,
+        "prefill_tok_s": prefill,
+        "decode_tok_s_after_prompt": decode,
+        "prefill_tok_s_limit": max(prefill.values()),
+        "decode_tok_s_limit": max(decode.values()),
+    }
+
+
 def build(backend: str, model: str, settings: Any, threads: int | None, slots: int = 4) -> Engine:
     if backend == "llamacpp":
         from typed_rag.engines.llamacpp import LlamaCppEngine

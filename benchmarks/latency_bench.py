@@ -30,16 +30,18 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.engine_bench import answer_request
+from benchmarks.engine_bench import answer_request, engine_limit
 from benchmarks.pipeline_bench import QUESTIONS
 from eval.data.methods import answerer_for, mode_of, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
 from typed_rag.engines import build_engine
 from typed_rag.engines.base import Engine
 from typed_rag.progress import Progress
+from typed_rag.result import Result
 from typed_rag.system import TypedRAG
 
 # Interactive questions: one per decomposed pipeline plus plain RAG's route.
@@ -48,7 +50,7 @@ PICK = ("REASON", "DEBATE", "INSTRUCTION", "EVIDENCE-BASED", "COMPARISON", "EXPE
 
 def pick_questions(n: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for qtype in PICK * 2:
+    for qtype in PICK * 4:
         for t, q in QUESTIONS:
             if t == qtype and (t, q) not in out:
                 out.append((t, q))
@@ -121,36 +123,71 @@ async def bench_pipelines(
     return out
 
 
+def engine_counts(rag: TypedRAG) -> dict[str, float]:
+    """The llama.cpp engine's evaluated tokens and seconds so far, its short lane's included
+    (other engines keep none: an empty dict)."""
+    contexts = [rag.engine, getattr(rag.engine, "_lane", None)]
+    counts = [asdict(c.throughput) for c in contexts if hasattr(c, "throughput")]
+    return {k: sum(c[k] for c in counts) for k in counts[0]} if counts else {}
+
+
 async def time_one(rag: TypedRAG, method: str, qtype: str, text: str) -> dict[str, Any]:
-    """One question answered alone: latency, first progress event, calls and tokens."""
+    """One question answered alone and streamed, as the demo shows it: latency, first
+    progress event (the type), first answer text, calls, tokens and the engine's rates."""
     answerer, mode = answerer_for(rag, method), mode_of(method)
-    first: list[float] = []
-
-    def on_event(event: Progress) -> None:
-        if not first:
-            first.append(event.elapsed_s)
-
+    first_event: float | None = None
+    first_text: float | None = None
+    result: Result | None = None
     # Route by the classifier when there is one (its time is in the first
     # event), else force the type so the typed pipeline still runs.
     force = qtype if mode == "typed-rag" and rag.classifier is None else None
+    before = engine_counts(rag)
     t = time.perf_counter()
-    result = await answerer.answer(text, mode=mode, force_type=force, on_event=on_event)
+    async for item in answerer.answer_stream(text, progress=True, mode=mode, force_type=force):
+        if isinstance(item, Progress):
+            first_event = item.elapsed_s if first_event is None else first_event
+        elif isinstance(item, str):
+            first_text = time.perf_counter() - t if first_text is None else first_text
+        else:
+            result = item
+    latency = time.perf_counter() - t
+    assert result is not None
+    after = engine_counts(rag)
     return {
         "type": qtype,
         "routed_type": result.type,
-        "latency_s": time.perf_counter() - t,
-        "first_event_s": first[0] if first else None,
+        "latency_s": latency,
+        "first_event_s": first_event,
+        "first_text_s": first_text,
         "calls": len(result.calls),
         "completion_tokens": result.completion_tokens,
         "fallbacks": result.fallbacks,
+        "engine": {k: after[k] - before[k] for k in after},
+    }
+
+
+def served_rates(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Prefilled and decoded tokens per second of engine time, over all ``rows``."""
+    total = {
+        k: sum(r["engine"].get(k, 0) for r in rows)
+        for k in ("prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
+    }
+    if not total["prefill_s"] or not total["decode_s"]:
+        return {}
+    return {
+        "prefill_tok_s": total["prefill_tokens"] / total["prefill_s"],
+        "decode_tok_s": total["decode_tokens"] / total["decode_s"],
     }
 
 
 def summarise(method: str, rows: list[dict[str, Any]], out: dict[str, Any]) -> None:
     firsts = [r["first_event_s"] for r in rows if r["first_event_s"] is not None]
+    texts = [r["first_text_s"] for r in rows if r["first_text_s"] is not None]
     out["methods"][method] = {
         "p50_s": statistics.median(r["latency_s"] for r in rows),
         "first_event_p50_s": statistics.median(firsts) if firsts else None,
+        "first_text_p50_s": statistics.median(texts) if texts else None,
+        "served": served_rates(rows),
         "questions": rows,
     }
     if mode_of(method) != "llm":
@@ -235,6 +272,21 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 f"  {name}: {row['tok_s']:.1f} tok/s, request p50 {row['latency_p50_s']:.1f} s",
                 flush=True,
             )
+    if args.limit:
+        print("== engine limit (a bare llama-cpp-python loop, the server's settings)", flush=True)
+        engine: Any = build_engine(engine_settings(settings, "llamacpp"))
+        report["limit"] = engine_limit(
+            engine.model_path,
+            n_ctx=engine.n_ctx,
+            n_threads=engine.n_threads,
+            n_batch=engine.n_batch,
+        )
+        report["prefill_tok_s_limit"] = report["limit"]["prefill_tok_s_limit"]
+        report["decode_tok_s_limit"] = report["limit"]["decode_tok_s_limit"]
+        save(report, args.out)
+        print(
+            f"  prefill {report['limit']['prefill_tok_s']}, decode {report['limit']['decode_tok_s_after_prompt']}"
+        )
     questions = pick_questions(args.questions)
     for spec in args.pipeline_engines:
         backend, _, slots = spec.partition(":")
@@ -260,6 +312,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         }
         report["eval_q_per_min"] = run_["eval_q_per_min"]
         report["ratio_to_rag"] = ratios_to_rag(run_["methods"])
+        served = run_["methods"].get("typed-rag", {}).get("served")
+        if served:  # the rates inside typed requests, where every extra round shows
+            report["prefill_tok_s_served"] = served["prefill_tok_s"]
+            report["decode_tok_s_served"] = served["decode_tok_s"]
     return report
 
 
@@ -272,17 +328,28 @@ def print_tables(report: dict[str, Any]) -> None:
                 f"| {name} | {r['tok_s']:.1f} | {r['latency_p50_s']:.1f} | {r['latency_max_s']:.1f} |"
             )
     if report["engines"]:
-        print("\n| engine | method | p50 s | first event p50 s | q/min batched |")
-        print("|---|---|---:|---:|---:|")
+        print(
+            "\n| engine | method | p50 s | first event p50 s | first text p50 s | q/min batched "
+            "| prefill tok/s served | decode tok/s served |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
         for name, run_ in report["engines"].items():
             for method, m in run_["methods"].items():
-                first = m["first_event_p50_s"]
-                qpm = run_["eval_q_per_min"].get(method)
-                print(
-                    f"| {name} | {method} | {m['p50_s']:.1f} | "
-                    f"{'-' if first is None else f'{first:.2f}'} | "
-                    f"{'-' if qpm is None else f'{qpm:.2f}'} |"
-                )
+                served = m.get("served") or {}
+                cells = [m["p50_s"], m["first_event_p50_s"], m.get("first_text_p50_s"),
+                         run_["eval_q_per_min"].get(method), served.get("prefill_tok_s"),
+                         served.get("decode_tok_s")]  # fmt: skip
+                print(f"| {name} | {method} | " + " | ".join(_cell(c) for c in cells) + " |")
+    if "limit" in report:
+        lim = report["limit"]
+        print(
+            f"\nengine limit: prefill {lim['prefill_tok_s_limit']:.1f} tok/s, "
+            f"decode {lim['decode_tok_s_limit']:.1f} tok/s"
+        )
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -306,6 +373,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--cold", action="store_true", help="skip the plan-prompt prefill the server does at start"
+    )
+    ap.add_argument(
+        "--no-limit", dest="limit", action="store_false", help="skip the engine-limit loop"
     )
     ap.add_argument("--default-engine", help="which pipeline engine the summary reports")
     ap.add_argument("--out", type=Path, default=Path("results/latency/summary.json"))

@@ -50,6 +50,19 @@ QUESTIONS: list[tuple[str, str]] = [
     ("INSTRUCTION", "How do I start a vegetable garden?"),
     ("DEBATE", "Is nuclear power a good way to fight climate change?"),
     ("DEBATE", "Should homework be banned in primary schools?"),
+    # more of each type, so a latency run of 24 questions has four per type
+    ("EVIDENCE-BASED", "What is the function of the ozone layer?"),
+    ("EVIDENCE-BASED", "What causes the northern lights?"),
+    ("COMPARISON", "What is the difference between a virus and a bacterium?"),
+    ("COMPARISON", "Is tea healthier than coffee?"),
+    ("EXPERIENCE", "What is it like to hike the Appalachian Trail?"),
+    ("EXPERIENCE", "What are good tips for a first trip to Iceland?"),
+    ("REASON", "Why did the Titanic sink?"),
+    ("REASON", "Why is the sky blue?"),
+    ("INSTRUCTION", "How do I change a flat tyre on a bicycle?"),
+    ("INSTRUCTION", "How do I brew beer at home?"),
+    ("DEBATE", "Should voting be compulsory?"),
+    ("DEBATE", "Is space exploration worth its cost?"),
 ]
 
 

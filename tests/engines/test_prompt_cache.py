@@ -115,6 +115,23 @@ async def test_a_prefilled_prompt_serves_the_prefix_of_a_later_request(
     assert engine.reused_tokens - before >= 300
 
 
+@pytest.mark.slow
+async def test_throughput_counts_only_the_tokens_evaluated(smollm2_gguf: Path) -> None:
+    engine = LlamaCppEngine(smollm2_gguf, n_ctx=2048, n_threads=TEST_THREADS)
+    async with engine:
+        first = (await engine.generate([asking("which town has the oldest bridge?")]))[0]
+        counted = engine.throughput
+        assert counted.prefill_tokens == first.prompt_tokens
+        assert counted.decode_tokens == first.completion_tokens > 0
+        assert counted.prefill_s > 0 and counted.decode_s > 0
+        second = (await engine.generate([asking("how many towns are there?")]))[0]
+    # the shared prefix came from the cache: it is not counted as prefilled again
+    assert engine.reused_tokens >= 300
+    assert engine.throughput.prefill_tokens == (
+        first.prompt_tokens + second.prompt_tokens - engine.reused_tokens
+    )
+
+
 @pytest.fixture(params=["smollm2-135m-instruct-q4_1", "qwen2.5-coder-1.5b-instruct-q4km"])
 def gguf(request: pytest.FixtureRequest, smollm2_gguf: Path) -> Path:
     """SmolLM2 always; the default model where it was pulled (``make serve`` does): its

@@ -68,6 +68,18 @@ log = logging.getLogger(__name__)
 PROMPT_CACHE_MIB = 512
 
 
+@dataclass
+class Throughput:
+    """Tokens this context evaluated and the seconds they took, prompt and generation
+    apart: the rates a request really gets, which benchmarks set against the engine's
+    limit (a bare evaluation loop with the same settings)."""
+
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+
+
 @dataclass(frozen=True)
 class PrefillRequest:
     """Evaluate a prompt and keep its KV snapshot; nothing is generated."""
@@ -103,6 +115,7 @@ class LlamaCppEngine(ShortLane, Engine):
         # The prompt whose KV cells sequence 0 holds, all computed in aligned blocks.
         self._live = as_tokens([])
         self.reused_tokens = 0  # prompt tokens served from the cache, for benchmarks
+        self.throughput = Throughput()
         # (-priority, arrival, job); None, after every job, stops the worker.
         self._queue: queue.PriorityQueue[tuple[int, int, Job | None]] = queue.PriorityQueue()
         self._arrival = itertools.count()
@@ -349,7 +362,9 @@ class LlamaCppEngine(ShortLane, Engine):
         criteria = StoppingCriteriaList([guard])
         if template_criteria is not None:
             criteria.extend(template_criteria)
-        self._prefill(ids)
+        prefill_start = time.perf_counter()
+        prefilled = len(ids) - self._prefill(ids)
+        decode_start = time.perf_counter()
         kwargs: dict[str, Any] = {
             "prompt": ids,
             # The guard enforces the limit: llama-cpp-python lets a few extra
@@ -389,6 +404,10 @@ class LlamaCppEngine(ShortLane, Engine):
             finish, completion_tokens = "length", limit
         if job.cancelled.is_set():
             finish = "cancelled"
+        self.throughput.prefill_tokens += prefilled
+        self.throughput.prefill_s += decode_start - prefill_start
+        self.throughput.decode_tokens += max(completion_tokens, 0)
+        self.throughput.decode_s += time.perf_counter() - decode_start
         return ChatResult(
             text=text,
             prompt_tokens=len(ids),
