@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from typed_rag.config import load_settings
+from eval.settings import load_lab_settings
 from typed_rag.system import TypedRAG
 
 TYPES = ("REASON", "INSTRUCTION", "DEBATE", "COMPARISON", "EXPERIENCE", "EVIDENCE-BASED", "FACTOID")
@@ -80,7 +80,7 @@ async def main() -> int:
     if not args.out:
         ap.error("--out is required to answer")
     overrides = dict(s.split("=", 1) for s in args.set)
-    settings = load_settings(args.config, **overrides)
+    settings = load_lab_settings(args.config, **overrides)  # with the eval section
     rows = sample(Path("results/wiki-nfqa/run/labels.json"), Path(settings.eval.data_dir), args.n)
     out = Path(args.out)
     done = {json.loads(line)["id"] for line in out.open()} if out.exists() else set()

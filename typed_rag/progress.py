@@ -3,8 +3,8 @@
 A typed question spends most of its time before the first answer token (plan,
 sub-answers); these events let a chat client show what is happening: the
 detected type, the plan, each sub-answer as it completes, and the start of the
-final answer. :class:`~typed_rag.pipelines.base.Context` emits them through
-its ``on_event`` hook; ``TypedRAG.answer_stream(progress=True)`` yields them.
+final answer. The question's :class:`~typed_rag.pipelines.trace.Trace` emits them
+through its ``on_event`` hook; ``TypedRAG.answer_stream(progress=True)`` yields them.
 """
 
 from __future__ import annotations

@@ -99,9 +99,11 @@ async def make_standalone(ctx: Context, history: Sequence[Turn]) -> bool:
         return False
     trace: dict[str, Any] = {}
     messages = rewrite_messages(history, original)
-    standalone = await ctx.plan("rewrite", messages, REWRITE_SCHEMA, parse_rewrite, trace)
+    standalone = await ctx.rounds.plan(
+        "rewrite", messages, REWRITE_SCHEMA, parse_rewrite, trace, ctx.constraints
+    )
     if standalone is None:
-        ctx.fallback("rewrite: reply unparseable -> the message used as the question")
+        ctx.trace.fallback("rewrite: reply unparseable -> the message used as the question")
         ctx.result.rewrite = {"question": original, "rewritten": False, **trace}
         return False
     changed = standalone != original
@@ -122,15 +124,16 @@ async def detect_constraints(ctx: Context) -> bool:
         return False
     original = ctx.question
     trace: dict[str, Any] = {}
-    found = await ctx.plan(
+    found = await ctx.rounds.plan(
         "constraints",
         detection_messages(original),
         CONSTRAINT_SCHEMA,
         lambda text: parse_constraints(text, original),
         trace=trace,
+        constraints=ctx.constraints,
     )
     if found is None:
-        ctx.fallback("constraints: detector output unparseable -> question used as is")
+        ctx.trace.fallback("constraints: detector output unparseable -> question used as is")
         ctx.result.constraints = {"detected": False, **trace}
         return False
     ctx.result.constraints = {"detected": not found.empty, **found.to_trace(), **trace}

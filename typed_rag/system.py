@@ -41,11 +41,16 @@ from typed_rag.errors import UserError
 from typed_rag.finishing.finish import finish
 from typed_rag.finishing.scaffolding import unscaffold_stream
 from typed_rag.pipelines import Context, Final
+from typed_rag.pipelines.citing import Citations
+from typed_rag.pipelines.rounds import Rounds
+from typed_rag.pipelines.search import Search
+from typed_rag.pipelines.trace import Trace
 from typed_rag.progress import Progress, ProgressSink
 from typed_rag.request import AnswerRequest, RequestFields, Resolved
 from typed_rag.result import Result
 from typed_rag.retrieval import Reranker, Retriever, open_retriever, with_reranking
 from typed_rag.retrieval.collections import WIKI, CollectionRetrievers, Corpus, corpus_kind
+from typed_rag.retrieval.reranked import rerank_pool
 from typed_rag.routing import TypeArg, choose, detect_constraints, make_standalone
 from typed_rag.types import QuestionType
 
@@ -199,7 +204,7 @@ class TypedRAG:
         ``on_event`` is called with each :class:`Progress` event as it happens.
         """
         ctx, final = await self._prepare(self.resolve(question, **fields), on_event)
-        ctx.result.answer = (await ctx.run_final(final)).strip()
+        ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
         return _finish(ctx)
 
     async def answer_stream(
@@ -231,7 +236,7 @@ class TypedRAG:
             yield events.get_nowait()
         parts: list[str] = []
         found: list[str] = []
-        deltas = ctx.stream_final(final)
+        deltas = ctx.rounds.stream_final(final)
         if ctx.settings.method.options().drop_scaffolding:
             deltas = unscaffold_stream(deltas, found)
         async for delta in deltas:
@@ -299,7 +304,7 @@ class TypedRAG:
             async with limit:
                 pre = (predictions.get(i), per_question if i in predictions else 0.0)
                 ctx, final = await self._prepare(requests[i], None, pre)
-                ctx.result.answer = (await ctx.run_final(final)).strip()
+                ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
                 return _finish(ctx)
 
         return list(await asyncio.gather(*(one(i) for i in range(len(requests)))))
@@ -313,7 +318,7 @@ class TypedRAG:
             k = self.settings.retrieval.top_k
             (hits,) = await asyncio.to_thread(self.retriever.search, [WARM_QUESTION], k)
             if self.reranker is not None and hits:
-                await asyncio.to_thread(self.reranker.rerank, WARM_QUESTION, hits, k)
+                await asyncio.to_thread(rerank_pool, self.reranker, WARM_QUESTION, hits, k)
         warm = ChatRequest(messages=[{"role": "user", "content": WARM_QUESTION}], max_tokens=1)
         await self.engine.generate([warm])
         return time.perf_counter() - start
@@ -325,21 +330,25 @@ class TypedRAG:
     ) -> Context:
         chat = request.asked.chat
         result.corpus = self.corpus_for(request.asked.collection)
+        trace = Trace(result, on_event)
+        rounds = Rounds(
+            self.engine,
+            request.sampling or self.settings.sampling,
+            request.seed,
+            trace,
+            priority=1 if request.short else 0,
+            stop=list(chat.stop) or None,
+            output_schema=chat.json_schema,
+        )
         return Context(
             question=request.question,
             settings=self.settings,
-            engine=self.engine,
-            result=result,
             top_k=request.top_k,
-            seed=request.seed,
-            retriever=self.retriever_for(request.asked.collection),
+            trace=trace,
+            rounds=rounds,
+            search=Search(trace, self.retriever_for(request.asked.collection), self.reranker),
+            citations=Citations(trace),
             corpus=result.corpus,
-            reranker=self.reranker,
-            sampling=request.sampling,
-            priority=1 if request.short else 0,
-            on_event=on_event,
-            stop=list(chat.stop) or None,
-            output_schema=chat.json_schema,
         )
 
     async def _prepare(
@@ -380,7 +389,7 @@ class TypedRAG:
         if routing.prediction is not None:
             result.predicted_type = routing.prediction.type.value
             result.probabilities = dict(routing.prediction.probabilities)
-        ctx.emit(
+        ctx.trace.emit(
             "type",
             mode=mode,
             type=result.type,
@@ -390,9 +399,9 @@ class TypedRAG:
         )
 
         if mode == "typed-rag" and routing.source == "none":
-            ctx.fallback("classify: no classifier loaded -> EVIDENCE-BASED (plain rag)")
+            ctx.trace.fallback("classify: no classifier loaded -> EVIDENCE-BASED (plain rag)")
         if mode != "llm" and self.retriever is None:
-            ctx.fallback(f"{mode}: no retriever configured -> answered without passages")
+            ctx.trace.fallback(f"{mode}: no retriever configured -> answered without passages")
         try:
             final = await routing.pipeline(ctx)
         except UserError:
@@ -402,7 +411,7 @@ class TypedRAG:
                 "%s pipeline (%s) failed after %d rounds for question %r",
                 mode,
                 routing.type.value,
-                ctx.rounds,
+                ctx.rounds.done,
                 request.question[:200],
             )
             raise
@@ -413,6 +422,6 @@ class TypedRAG:
 def _finish(ctx: Context, streamed: bool = False) -> Result:
     """The answer's last steps (:func:`finish`), timed as ``finish``."""
     start = time.perf_counter()
-    result = finish(ctx.result, ctx.settings.method.options(), ctx.started, streamed=streamed)
+    result = finish(ctx.result, ctx.settings.method.options(), ctx.trace.started, streamed=streamed)
     result.timings["finish"] = time.perf_counter() - start
     return result

@@ -66,9 +66,9 @@ class toy:  # stands for a module: typed_rag/pipelines/toy.py
         plan = await plan_or_fallback(ctx, "toy", messages, toy.SCHEMA, toy.parse)
         if plan is None:
             return await prepare_rag(ctx)
-        ctx.set_plan(plan.to_trace())
+        ctx.trace.set_plan(plan.to_trace())
         pool, sources = union_by_id(await ctx.retrieve(plan.topics, ctx.top_k), plan.topics)
-        cited = ctx.cite(pool[: ctx.top_k], sources[: ctx.top_k])
+        cited = ctx.citations.cite(pool[: ctx.top_k], sources[: ctx.top_k])
         return Final("answer", rag_messages(ctx.question, cited))
 
     PIPELINE = Pipeline(prepare, TopicPlan)

@@ -162,20 +162,20 @@ async def prepare(ctx: Context) -> Final:
     if plan is None:
         return await prepare_rag(ctx)
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
-    ctx.set_plan(plan.to_trace())
+    ctx.trace.set_plan(plan.to_trace())
     if not plan.is_compare:
-        ctx.fallback("comparison: the plan says the question is not a comparison -> rag")
+        ctx.trace.fallback("comparison: the plan says the question is not a comparison -> rag")
         return await prepare_rag(ctx)
 
     hit_lists = await ctx.retrieve(plan.keywords, ctx.top_k)
     pool, sources = union_by_id(hit_lists, plan.keywords)
     if not pool:
-        ctx.fallback(
+        ctx.trace.fallback(
             "retrieval: no passages for the comparison keywords -> answered without passages"
         )
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
-    ranked = await ctx.rerank(ctx.question, pool, ctx.top_k)
-    cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
+    ranked = await ctx.search.rerank(ctx.question, pool, ctx.top_k)
+    cited = ctx.citations.cite(ranked, [source_of[p.id] for p in ranked])
     messages = comparison_messages(ctx.question, plan.compare_type, plan.keywords, cited)
     return Final("answer", await guide(ctx, messages))
 

@@ -233,7 +233,7 @@ async def prepare(ctx: Context) -> Final:
         )
         by_text = {f"{p.perspective}: {p.query}": p for p in plan.perspectives}
         plan.perspectives = [by_text.get(q) or Perspective(q.split(":")[0], q) for q in queries]
-    ctx.set_plan(plan.to_trace())
+    ctx.trace.set_plan(plan.to_trace())
     views = [p.perspective for p in plan.perspectives]
     queries = anchor_queries(ctx, [p.query for p in plan.perspectives])
     subs = await answer_sub_queries(ctx, queries, perspectives=views, step="perspective")

@@ -148,7 +148,7 @@ async def prepare(ctx: Context, question_type: QuestionType) -> Final:
     if plan is None:
         return await prepare_rag(ctx)
     plan.sub_queries = ctx.enforce("sub_queries", plan.sub_queries)
-    ctx.set_plan(plan.to_trace())
+    ctx.trace.set_plan(plan.to_trace())
     queries = anchor_queries(ctx, plan.sub_queries)
     subs = await answer_sub_queries(ctx, queries)
     return await combine(

@@ -79,7 +79,7 @@ async def prepare(ctx: Context) -> Final:
     plan.keywords = ctx.enforce("keywords", plan.keywords, add_missing=False)
     if ctx.constraints:  # the wanted subtopics steer the reranking too
         plan.keywords += [t for t in ctx.constraints.include if t not in plan.keywords]
-    ctx.set_plan(plan.to_trace())
+    ctx.trace.set_plan(plan.to_trace())
 
     keywords = " ".join(plan.keywords)
     opts = options(ctx)
@@ -88,13 +88,13 @@ async def prepare(ctx: Context) -> Final:
     pool_size = max(EXPERIENCE_POOL, ctx.top_k)
     pool, sources = union_by_id(await ctx.retrieve(queries, pool_size), queries)
     if not pool:
-        ctx.fallback(
+        ctx.trace.fallback(
             f"retrieval: no passages for the {by.replace('both', 'question or keywords')} "
             "-> answered without passages"
         )
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
-    ranked = await ctx.rerank(keywords, pool, ctx.top_k)  # the paper's 3.3
-    cited = ctx.cite(ranked, [source_of[p.id] for p in ranked])
+    ranked = await ctx.search.rerank(keywords, pool, ctx.top_k)  # the paper's 3.3
+    cited = ctx.citations.cite(ranked, [source_of[p.id] for p in ranked])
     return Final("answer", await guide(ctx, rag_messages(ctx.question, cited)))
 
 

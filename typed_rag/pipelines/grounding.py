@@ -90,7 +90,9 @@ async def closed_book_draft(ctx: Context) -> str:
     if "draft" in ctx.result.plan:
         return str(ctx.result.plan["draft"])
     messages = llm_messages(ctx.question)
-    (res,) = await ctx.generate("draft", [ctx.request(messages, step="draft")], "draft")
+    (res,) = await ctx.rounds.generate(
+        "draft", [ctx.rounds.request(messages, step="draft")], "draft"
+    )
     draft = res.text.strip()
     ctx.result.plan["draft"] = draft
     return draft
@@ -133,11 +135,11 @@ async def best_passages(ctx: Context, subs: Sequence[SubAnswer], n: int) -> list
             if rank < len(ranked) and ranked[rank].citation not in seen:
                 seen.add(ranked[rank].citation)
                 pool.append(ranked[rank])
-    if ctx.reranker is None or len(pool) <= 1:
+    if ctx.search.reranker is None or len(pool) <= 1:
         return pool[:n]
     plain = [Passage(p.id, p.title, p.text, p.score) for p in pool]
     by_id = {p.id: p for p in pool}
-    return [by_id[p.id] for p in await ctx.rerank(ctx.question, plain, n)]
+    return [by_id[p.id] for p in await ctx.search.rerank(ctx.question, plain, n)]
 
 
 async def combine(
@@ -152,7 +154,9 @@ async def combine(
     opts = options(ctx)
     kept = keep_informative(subs) if opts.drop_uninformative else subs
     if not kept:
-        ctx.fallback(f"{step}: every {what} carried no information -> rag over the pooled passages")
+        ctx.trace.fallback(
+            f"{step}: every {what} carried no information -> rag over the pooled passages"
+        )
         passages = await best_passages(ctx, subs, ctx.top_k)
         return Final("answer", await guide(ctx, rag_messages(ctx.question, passages)))
     return Final(step, await guide(ctx, build(kept)))

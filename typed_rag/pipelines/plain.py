@@ -43,8 +43,8 @@ async def prepare_rag(ctx: Context, query: str | None = None) -> Final:
     hit_lists = await ctx.retrieve(queries, ctx.top_k)
     hits, sources = union_by_id(hit_lists, queries)
     if not hits:
-        ctx.fallback("retrieval: no passages for the question -> answered without passages")
-    cited = ctx.cite(hits[: ctx.top_k], sources[: ctx.top_k])
+        ctx.trace.fallback("retrieval: no passages for the question -> answered without passages")
+    cited = ctx.citations.cite(hits[: ctx.top_k], sources[: ctx.top_k])
     return Final("answer", rag_messages(ctx.question, cited))
 
 
@@ -71,7 +71,7 @@ async def prepare_guided(ctx: Context) -> Final:
         unknown = unknown_names(ctx) if ctx.result.passages else []
         if not ctx.result.passages or unknown:
             why = f"the collection never uses {unknown}" if unknown else "no passage matches"
-            ctx.fallback(f"documents: {why} -> the documents do not say (no generation)")
+            ctx.trace.fallback(f"documents: {why} -> the documents do not say (no generation)")
             return Final(final.step, final.messages, text=not_in_documents(unknown))
     return Final(final.step, await guide(ctx, final.messages))
 
@@ -88,7 +88,7 @@ def unknown_names(ctx: Context) -> list[str]:
     word the pages never use may be a typo or a paraphrase of one they do."""
     found = (n for m in _NAME.finditer(ctx.question) for n in m.groups() if n)
     names = {w for n in found for w in re.findall(r"\w\w+", n.lower()) if not w.isdigit()}
-    unknown = [w for w in unknown_words(ctx.retriever, ctx.question) if w in names]
+    unknown = [w for w in unknown_words(ctx.search.retriever, ctx.question) if w in names]
     return unknown if names and set(unknown) == names else []
 
 
@@ -132,10 +132,10 @@ async def answer_sub_queries(
     shown: list[list[CitedPassage]] = []
     for query, hits in zip(queries, hit_lists, strict=True):
         if not hits:
-            ctx.fallback(
+            ctx.trace.fallback(
                 f"retrieval: no passages for sub-query {query!r} -> answered without passages"
             )
-        shown.append(ctx.cite(hits, query))
+        shown.append(ctx.citations.cite(hits, query))
     numbers = {p.citation for p in ctx.result.passages}
 
     def sub_answer(i: int, text: str) -> SubAnswer:
@@ -149,10 +149,10 @@ async def answer_sub_queries(
 
     def announce(i: int, text: str) -> None:
         sub = sub_answer(i, text)
-        ctx.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
+        ctx.trace.emit("sub_answer", index=i, total=len(queries), step=step, **sub.model_dump())
 
     if ctx.settings.method.options().sub_answers == "extract":
-        with ctx.timed("sub_answers"):
+        with ctx.trace.timed("sub_answers"):
             texts = extract_evidence(
                 [
                     (q, [(p.citation, p.text) for p in cited])
@@ -163,11 +163,13 @@ async def answer_sub_queries(
             announce(i, text)
     else:
         requests = [
-            ctx.request(with_instructions(rag_messages(q, cited), leave_out), step=step)
+            ctx.rounds.request(with_instructions(rag_messages(q, cited), leave_out), step=step)
             for q, cited in zip(queries, shown, strict=True)
         ]
-        on_result = (lambda i, res: announce(i, res.text)) if ctx.on_event is not None else None
-        results = await ctx.generate(step, requests, stage="sub_answers", on_result=on_result)
+        on_result = (lambda i, res: announce(i, res.text)) if ctx.trace.listening else None
+        results = await ctx.rounds.generate(
+            step, requests, stage="sub_answers", on_result=on_result
+        )
         texts = [res.text for res in results]
     subs = [sub_answer(i, text) for i, text in enumerate(texts)]
     ctx.result.sub_answers = subs

@@ -46,15 +46,15 @@ async def plan_outline(ctx: Context, conditioned: str) -> list[str] | None:
     spec = ctx.settings.constraints.planner
     try:
         if spec == "prompt":
-            base = ctx.request(planner_messages(conditioned), plan=True)
+            base = ctx.rounds.request(planner_messages(conditioned), plan=True)
             req = replace(base, max_tokens=max(base.max_tokens, OUTLINE_TOKENS))
-            (res,) = await ctx.generate("outline", [req], stage="plan")
+            (res,) = await ctx.rounds.generate("outline", [req], stage="plan")
             return parse_planner_output(res.text)
         planner = load_planner(spec)
-        with ctx.timed("plan"):
+        with ctx.trace.timed("plan"):
             return await planner.plan(conditioned)
     except TreeError as exc:
-        ctx.fallback(f"outline: planner gave no outline ({exc}) -> rag")
+        ctx.trace.fallback(f"outline: planner gave no outline ({exc}) -> rag")
         return None
 
 
@@ -64,13 +64,13 @@ async def prepare_outline_guided(ctx: Context) -> Final:
     queries = await plan_outline(ctx, conditioned)
     if not queries:
         return await prepare_rag(ctx)
-    ctx.set_plan({"outline": queries, "planner": ctx.settings.constraints.planner})
+    ctx.trace.set_plan({"outline": queries, "planner": ctx.settings.constraints.planner})
     hit_lists = await ctx.retrieve(queries, ctx.top_k)
     hits, sources = union_by_id(hit_lists, queries)
     if not hits:
-        ctx.fallback("retrieval: no passages for the outline -> answered without passages")
+        ctx.trace.fallback("retrieval: no passages for the outline -> answered without passages")
     limit = 2 * ctx.top_k
-    cited = ctx.cite(hits[:limit], sources[:limit])
+    cited = ctx.citations.cite(hits[:limit], sources[:limit])
     blocks = []
     for i, query in enumerate(queries, start=1):
         mine = [p for p in cited if p.query == query]

@@ -15,6 +15,17 @@ come back with fewer than ``k`` passages, or none (pipelines then answer that qu
 without passages and record it in the trace).
 
 :func:`with_reranking` wraps a retriever as the settings ask (``retrieval.rerank_depth``).
+
+This module decides every reranking of the request path. Besides every query (above),
+:func:`rerank_pool` reorders a pool (several queries' lists merged, or one wide list)
+against one query: COMPARISON's (the items' passages against the question, the paper),
+EXPERIENCE's (a wide pool against the keywords, the paper's 3.3) and the pooled fallback
+when every sub-answer said nothing (against the question). With the defaults (BM25,
+``rerank_depth`` auto) those pools are reranked twice: each query's passages against
+that query here (RRF, floored), then the pool against another query by the reranker's
+score alone. The two score different (query, passage) pairs, and the first one's floor
+decides which passages reach the pool, so neither is redundant: dropping either would
+change the passages shown.
 """
 
 from __future__ import annotations
@@ -113,3 +124,11 @@ def with_reranking(
 def rerank_depth(settings: Settings) -> int:
     """How deep every query of ``open_retriever(settings)`` is reranked (0: not at all)."""
     return settings.retrieval.depth_over(served_kind(settings))
+
+
+def rerank_pool(
+    reranker: Reranker, query: str, passages: Sequence[Passage], k: int
+) -> list[Passage]:
+    """A pool's top ``k`` by ``reranker``'s score against ``query``: its score alone, not
+    fused with first-stage ranks, which were ranks for other queries."""
+    return reranker.rerank(query, list(passages), k)
