@@ -288,7 +288,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             f"  prefill {report['limit']['prefill_tok_s']}, decode {report['limit']['decode_tok_s_after_prompt']}"
         )
     questions = pick_questions(args.questions)
-    for spec in args.pipeline_engines:
+    for spec in args.pipeline_engines if questions else []:  # --questions 0: the limit only
         backend, _, slots = spec.partition(":")
         name = backend if backend == "llamacpp" else f"llama-server-{slots or 4}"
         print(f"== pipelines on {name}: {len(questions)} questions", flush=True)
@@ -356,7 +356,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="TOML settings file")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--questions", type=int, default=3, help="pipeline questions (3)")
+    ap.add_argument(
+        "--questions", type=int, default=3, help="pipeline questions (3; at most 24; 0: none)"
+    )
     ap.add_argument("--methods", default="rag,typed-rag,llm")
     ap.add_argument("--max-tokens", type=int, help="sampling.max_tokens (default: settings)")
     ap.add_argument("--engine-requests", type=int, default=8, help="engine batch size (0: skip)")
