@@ -59,6 +59,19 @@ def cited_numbers(text: str) -> list[int]:
     return seen
 
 
+# The instruction lines of the answer prompts (``typed_rag.pipelines.prompting`` registers
+# each with :func:`instruction`). A small model sometimes copies one into its answer as if it
+# were content ("- Before writing, work out the core questions of the question: ..."); the
+# scaffolding guard drops such sentences (:mod:`typed_rag.finishing.scaffolding`).
+INSTRUCTIONS: list[str] = []
+
+
+def instruction(text: str) -> str:
+    """``text``, registered as an instruction line of the answer prompts."""
+    INSTRUCTIONS.append(text)
+    return text
+
+
 # The section headings of the final answer prompts (``### Question`` ...). A small model
 # sometimes copies them, with what follows, into its answer (``method.drop_echo``).
 PROMPT_HEADINGS = (

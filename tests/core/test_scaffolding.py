@@ -325,3 +325,17 @@ async def test_a_stream_kept_as_it_was_is_not_flagged_unscaffolded(make_rag) -> 
     *_, result = [e async for e in rag.answer_stream("Should cities ban cars?", mode="rag")]
     assert result.answer == talk and not result.unscaffolded
     assert result.scaffolding == ["pipeline-talk"]  # found in the whole answer, and kept
+
+
+def test_a_copied_instruction_of_the_prompt_is_dropped_and_its_topic_words_are_not() -> None:
+    from typed_rag.pipelines.prompting import CORE_DEFINITION, STRICT_CITE_RULE
+
+    content = "- `ios::openmode` values say how a file is opened [1]."
+    # copied as the answer's first line, with "sub-questions" already reworded
+    copied = CORE_DEFINITION.split(". Make")[0].replace("sub-questions", "questions") + "."
+    guarded = unscaffold(f"{copied}\n\n{content}\n{STRICT_CITE_RULE.split('. Use')[0]}.")
+    assert guarded.answer == content
+    assert "pipeline-talk" in guarded.found
+    # an answer that uses a few of the same words is not a copy
+    own = "Work out the core points first: a complete answer must address each of them [2]."
+    assert unscaffold(f"{own}\n{content}").answer == f"{own}\n{content}"

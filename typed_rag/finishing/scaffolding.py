@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from typed_rag.finishing.sentences import answer_pieces
 from typed_rag.finishing.source_talk import is_source_talk
+from typed_rag.messages import INSTRUCTIONS
 
 # The prompts' labels, numbered: "Perspective 2", "Response 1", "Question 3", "Answer 1".
 _WORD = (
@@ -256,10 +257,41 @@ _LAST_REWRITES: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
+# Consecutive words shared with an instruction line of the prompts that make a sentence a
+# copy of it: no answer states "the points any complete answer must address (not background".
+_COPIED_WORDS = 8
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words, "sub-questions" read as "questions" (the guard rewrites the one into
+    the other, so a copy is found before and after the rewrite)."""
+    return re.findall(r"[a-z0-9]+", re.sub(r"\bsub-?(?=quer|question)", "", text.lower()))
+
+
+def _runs(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + _COPIED_WORDS]) for i in range(len(words) - _COPIED_WORDS + 1)}
+
+
+_INSTRUCTION_RUNS: dict[int, set[tuple[str, ...]]] = {}
+
+
+def copies_instruction(sentence: str) -> bool:
+    """Whether ``sentence`` copies :data:`~typed_rag.messages.INSTRUCTIONS` text, eight words
+    in a row or more."""
+    runs = _INSTRUCTION_RUNS.get(len(INSTRUCTIONS))
+    if runs is None:  # built once per registered set
+        runs = set().union(*(_runs(_words(text)) for text in INSTRUCTIONS))
+        _INSTRUCTION_RUNS.clear()
+        _INSTRUCTION_RUNS[len(INSTRUCTIONS)] = runs
+    return not runs.isdisjoint(_runs(_words(sentence)))
+
+
 def _talk(sentence: str) -> bool:
     """Whether ``sentence`` only says where the answer came from, naming the pipeline ("The
     evidence for this is found in Question 3.", "This is supported by the points from the
-    question-answer pairs:")."""
+    question-answer pairs:"), or copies an instruction of the prompt."""
+    if copies_instruction(sentence):
+        return True
     if not _PIPELINE.search(sentence):
         return False
     probe = _SOURCE_LABEL.sub("the reference", sentence.strip())

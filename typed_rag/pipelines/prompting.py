@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from typed_rag.finishing.verify import DO_NOT_SAY
-from typed_rag.messages import Messages, Numbered, chat, format_passages
+from typed_rag.messages import Messages, Numbered, chat, format_passages, instruction
 
 ANSWER_SYSTEM = "You are an assistant that answers questions accurately and helpfully."
 
-CITE_RULE = (
+CITE_RULE = instruction(
     "Use the references where they help and cite them by their numbers in square brackets, "
     "for example [1] or [2][3]. Do not cite a number that is not listed."
 )
@@ -68,29 +68,31 @@ ANSWER_SHAPES: dict[str, str] = {
         "the references report, and say when a choice depends on taste or circumstances."
     ),
 }
+for _shape in ANSWER_SHAPES.values():
+    instruction(_shape)
 
 # ``method.own_knowledge``: passages that miss the question need not steer the answer.
-OWN_KNOWLEDGE = (
+OWN_KNOWLEDGE = instruction(
     "The material above may miss parts of the question or be about something else: ignore "
     "whatever is not about the question, and answer the parts it leaves open from your own "
     "knowledge."
 )
 # ... and with a closed-book draft shown to the final prompt.
-DRAFT_USE = (
+DRAFT_USE = instruction(
     "The draft above was written from memory without the references: keep what the "
     "references support or do not contradict, correct what they contradict, and add what "
     "they contribute."
 )
 
 # Xie et al.'s M1: the generator works out the core sub-questions itself.
-CORE_DEFINITION = (
+CORE_DEFINITION = instruction(
     "Before writing, work out the core sub-questions of the question: the points any "
     "complete answer must address (not background, not follow-up questions). Make sure the "
     "answer covers each of them, the most important first."
 )
 
 # Over a user's documents (issue 77): the answer is what the shown pages say.
-DOCUMENTS_ONLY = (
+DOCUMENTS_ONLY = instruction(
     "Answer only with what the references above say. Copy commands, options, file names, "
     "settings and numbers exactly as the references write them. If the references do not "
     "answer the question, say that the documents do not say, and do not answer from memory."
@@ -110,7 +112,7 @@ def not_in_documents(unknown: Sequence[str]) -> str:
     return f"{DO_NOT_SAY} no page of this collection mentions {named}."
 
 
-STRICT_CITE_RULE = (
+STRICT_CITE_RULE = instruction(
     "Cite the reference numbers shown above in square brackets right after each statement "
     "they support, for example [1] or [2][3]. Use only numbers that appear above; every "
     "paragraph, step or list item needs at least one citation."
