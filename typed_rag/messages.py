@@ -59,16 +59,27 @@ def cited_numbers(text: str) -> list[int]:
     return seen
 
 
-# The instruction lines of the answer prompts (``typed_rag.pipelines.prompting`` registers
-# each with :func:`instruction`). A small model sometimes copies one into its answer as if it
-# were content ("- Before writing, work out the core questions of the question: ..."); the
-# scaffolding guard drops such sentences (:mod:`typed_rag.finishing.scaffolding`).
-INSTRUCTIONS: list[str] = []
+# The instruction lines of the answer prompts, as runs of words (``typed_rag.pipelines.prompting``
+# registers each line with :func:`instruction`). A small model sometimes copies one into its
+# answer as if it were content ("- Before writing, work out the core questions of the
+# question: ..."); the scaffolding guard drops a sentence sharing a run with them
+# (:mod:`typed_rag.finishing.scaffolding`). Eight words in a row: no answer states "the points
+# any complete answer must address (not background".
+COPIED_WORDS = 8
+INSTRUCTION_RUNS: set[tuple[str, ...]] = set()
+
+
+def word_runs(text: str) -> set[tuple[str, ...]]:
+    """Every :data:`COPIED_WORDS` consecutive lower-case words of ``text``, "sub-questions"
+    read as "questions" (the guard rewrites the one into the other, so a copy is found
+    before and after the rewrite)."""
+    words = re.findall(r"[a-z0-9]+", re.sub(r"\bsub-?(?=quer|question)", "", text.lower()))
+    return {tuple(words[i : i + COPIED_WORDS]) for i in range(len(words) - COPIED_WORDS + 1)}
 
 
 def instruction(text: str) -> str:
     """``text``, registered as an instruction line of the answer prompts."""
-    INSTRUCTIONS.append(text)
+    INSTRUCTION_RUNS.update(word_runs(text))
     return text
 
 

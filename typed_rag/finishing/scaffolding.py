@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from typed_rag.finishing.sentences import answer_pieces
 from typed_rag.finishing.source_talk import is_source_talk
-from typed_rag.messages import INSTRUCTIONS
+from typed_rag.messages import INSTRUCTION_RUNS, word_runs
 
 # The prompts' labels, numbered: "Perspective 2", "Response 1", "Question 3", "Answer 1".
 _WORD = (
@@ -257,33 +257,10 @@ _LAST_REWRITES: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
-# Consecutive words shared with an instruction line of the prompts that make a sentence a
-# copy of it: no answer states "the points any complete answer must address (not background".
-_COPIED_WORDS = 8
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case words, "sub-questions" read as "questions" (the guard rewrites the one into
-    the other, so a copy is found before and after the rewrite)."""
-    return re.findall(r"[a-z0-9]+", re.sub(r"\bsub-?(?=quer|question)", "", text.lower()))
-
-
-def _runs(words: list[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + _COPIED_WORDS]) for i in range(len(words) - _COPIED_WORDS + 1)}
-
-
-_INSTRUCTION_RUNS: dict[int, set[tuple[str, ...]]] = {}
-
-
 def copies_instruction(sentence: str) -> bool:
-    """Whether ``sentence`` copies :data:`~typed_rag.messages.INSTRUCTIONS` text, eight words
-    in a row or more."""
-    runs = _INSTRUCTION_RUNS.get(len(INSTRUCTIONS))
-    if runs is None:  # built once per registered set
-        runs = set().union(*(_runs(_words(text)) for text in INSTRUCTIONS))
-        _INSTRUCTION_RUNS.clear()
-        _INSTRUCTION_RUNS[len(INSTRUCTIONS)] = runs
-    return not runs.isdisjoint(_runs(_words(sentence)))
+    """Whether ``sentence`` copies an instruction line of the prompts, a run of
+    :data:`~typed_rag.messages.COPIED_WORDS` words or more."""
+    return not INSTRUCTION_RUNS.isdisjoint(word_runs(sentence))
 
 
 def _talk(sentence: str) -> bool:
