@@ -50,13 +50,13 @@ PICK = ("REASON", "DEBATE", "INSTRUCTION", "EVIDENCE-BASED", "COMPARISON", "EXPE
 
 def pick_questions(n: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for qtype in PICK * 4 if n > 0 else ():
+    for qtype in PICK * 4:
+        if len(out) >= n:
+            break
         for t, q in QUESTIONS:
             if t == qtype and (t, q) not in out:
                 out.append((t, q))
                 break
-        if len(out) >= n:
-            break
     return out
 
 
