@@ -98,6 +98,25 @@ REWRITES = [
         "would live in Shetland [4].",
         "If you had a ZE postcode you would live in Shetland [4].",
     ),
+    (  # c++-annotations: the sources' statement, cited, without the sentence about them
+        "source-attribution",
+        "The references [1], [2], and [3] state that variables can be defined within the "
+        "condition clauses of if-else statements. The definition must be initialized [1].",
+        "Variables can be defined within the condition clauses of if-else statements "
+        "[1][2][3]. The definition must be initialized [1].",
+    ),
+    (
+        "source-attribution",
+        "The method pairs chunks [1]. The reference [1] clearly states that this method "
+        "returns a new stream.",
+        "The method pairs chunks [1]. This method returns a new stream [1].",
+    ),
+    (
+        "source-attribution",
+        "- Reference [2] says that the callback runs once.\n"
+        "- The passages [1] and [3] explain that `fit` scales the page [4].",
+        "- The callback runs once [2].\n- `fit` scales the page [1][3][4].",
+    ),
     (
         "source-clause",
         "The name was changed at a developer's request, which aligns with the references "
@@ -189,6 +208,7 @@ def test_never_empties_an_answer(answer: str) -> None:
         "Rostker v. Goldberg held that requiring only men to register for the draft was "
         "constitutional [1].",
         "According to the passage, the crust is the solid part of the Earth [4].",
+        "According to [2], the crust is the solid part of the Earth.",
         "The solid part of the Earth is the crust [4]. This is supported by [4].",
         "The Northwest Passage links the Atlantic and the Pacific [2].",
         "**Main points:** The 1921 conference called for socialisation [8].",

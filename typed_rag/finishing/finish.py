@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 from typed_rag.finishing.citations import attach_citations, check_citations, strip_invalid
 from typed_rag.finishing.echo import drop_passage_copies, drop_prompt_echo
+from typed_rag.finishing.layout import tidy_layout
 from typed_rag.finishing.scaffolding import add_kinds, unscaffold
 from typed_rag.finishing.sentences import answer_pieces, sentence_ends
 from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
@@ -102,7 +103,8 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     rewritten as it streamed (:func:`unscaffold_stream`), and what is left is recorded.
     Last, sentences stating spans no shown passage holds, and uncited ones whose words none
     holds, are recorded, and removed from a typed-rag answer over documents, not streamed,
-    under ``method.drop_unshown_spans`` (:func:`verify_answer`).
+    under ``method.drop_unshown_spans`` (:func:`verify_answer`); then, not streamed, question
+    headings left empty are dropped and ordered lists renumbered (:func:`tidy_layout`).
     """
     shown = {p.citation for p in result.passages}
     check = check_citations(result.answer, shown)
@@ -137,7 +139,10 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
 def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> None:
     """The steps that need only the finished answer and its shown passages, so a stored
     answer can be re-finished by them (``eval refinish``): talk about the pipeline rewritten
-    away, then the verification (:func:`verify_answer`), then the valid citations."""
+    away, then the verification (:func:`verify_answer`), then, after the last removal, the
+    layout tidied (:func:`tidy_layout`: question headings left with nothing under them
+    dropped, ordered lists renumbered), then the valid citations. A streamed answer's
+    layout is left as it was sent."""
     shown = {p.citation for p in result.passages}
     guard = unscaffold(result.answer)
     if streamed:  # rewritten as it streamed when the option is on (unscaffold_stream)
@@ -163,4 +168,6 @@ def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> 
             "verification: no sentence is backed by a shown passage -> the documents do not say"
         )
     result.answer, result.unverified = verified.answer, verified.unverified
+    if not streamed:
+        result.answer = tidy_layout(result.answer)
     result.citations = check_citations(result.answer, shown).valid

@@ -11,7 +11,8 @@ tell them nothing, and the judge does not punish them.
 :func:`unscaffold` rewrites what can be said without the label, keeping the content and its
 ``[n]`` markers next to it ("**Perspective 1: Friendship**" -> "**Friendship**", "Response 2
 (perspective: X) states" -> "The X perspective states", "According to the references
-provided, X" -> "X", "(Question 2)" -> nothing, "the references provided" -> "the sources"),
+provided, X" -> "X", "The references [1] and [3] state that X" -> "X [1][3]", "(Question
+2)" -> nothing, "the references provided" -> "the sources"),
 and drops the sentences that only talk about the pipeline ("The evidence for this is found in
 Question 3."). It never empties an answer. Deterministic, no model call; on in the ``fast``
 profile (``method.drop_scaffolding``). :func:`unscaffold_stream` does the same to a streamed
@@ -135,6 +136,30 @@ _SOURCE_PREFIX = re.compile(
     r"(?:\s+(?:above|here|below))?\s*,\s*",
     re.IGNORECASE | re.MULTILINE,
 )
+# "The references [1], [2], and [3] state that X." -> "X [1][2][3].": what the sources say,
+# cited, without the sentence about them ("According to [2], X" is the reader's to keep).
+_SOURCES_SAY = re.compile(
+    r"^(?P<lead>\s*" + _LIST + r"?)(?:(?:the|these|both) )?(?:references?|passages?|sources?"
+    r"|documents?)\s+(?P<cites>\[\d{1,3}\](?:\s*,?\s*(?:and\s+)?\[\d{1,3}\])*)\s+"
+    r"(?:(?:all|both|also|clearly|explicitly|further|directly)\s+)?(?:state|say|explain|mention"
+    r"|note|show|indicate|suggest|describe|confirm|highlight|specif(?:y|ie)|clarif(?:y|ie))s?"
+    r"\s+that\s+(?P<claim>\S.*?)(?P<own>" + _CITES + r")(?P<end>[.!?:;]?[\"')*]*\s*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _sources_say(piece: str) -> str:
+    """One sentence of :data:`_SOURCES_SAY` as its claim, citing the sources it named (then
+    its own), each once, as adjacent groups."""
+    m = _SOURCES_SAY.match(piece)
+    if not m:
+        return piece
+    numbers = dict.fromkeys(re.findall(r"\d+", m["cites"] + m["own"]))
+    cites = "".join(f"[{n}]" for n in numbers)
+    cap = "" if m["claim"].startswith("`") else _CAP  # code is copied as written
+    return f"{m['lead']}{cap}{m['claim'].rstrip()} {cites}{m['end']}"
+
+
 # "X, which are supported by the references provided:" -> "X:".
 _SOURCE_CLAUSE = re.compile(
     r"(?:,\s*(?:which|as)|,?\s+and this)\s+(?:(?:is|are|was|were|can be|has been|have been)\s+)?"
@@ -246,6 +271,7 @@ _REWRITES: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("label-attribution", _strip_start(_LABEL_SAYS)),
     ("label-attribution", _strip_start(_LABEL_PREFIX)),
     ("source-attribution", _strip_start(_SOURCE_PREFIX)),
+    ("source-attribution", _sources_say),
     ("source-clause", lambda p: _SOURCE_CLAUSE.sub("", p)),
 )
 # Rewrites of what is left once the sentences that only talk about the pipeline are gone.

@@ -1,0 +1,121 @@
+"""The answer's layout after every removal of finishing (issue: numbering gaps, empty headings).
+
+The cuts of finishing remove sentences and list items one at a time (the verification, the
+scaffolding guard, the echo and copy cuts), so what they leave can read as broken markdown: a
+list that starts at "2." or skips from "1." to "3.", and a DEBATE answer's bold sub-questions
+("**What are the advantages of X?**") whose content was all removed, left standing alone.
+:func:`tidy_layout` runs once, after the last removal (:func:`~typed_rag.finishing.finish.
+last_checks`): it drops the question headings nothing follows (:func:`drop_empty_questions`),
+then numbers each ordered list consecutively (:func:`renumber_lists`). Fenced code blocks are
+never touched. Deterministic, no model call.
+"""
+
+from __future__ import annotations
+
+import re
+
+FENCE = "```"
+_LIST = r"(?:(?:[-*+•]|\d{1,3}[.)])[ \t]+)"
+_CITES = r"(?:[ \t]*\[[\d,; ]+\])*"
+# A line that opens with a question in bold: "**What is X?**", "1. **How does Y work [2]?**",
+# "- **Why?** Because ..." (``rest``: what follows it on the line).
+_QUESTION = re.compile(
+    rf"^(?P<indent>[ \t]*)(?:#{{1,6}}[ \t]+)?{_LIST}?(?:#{{1,6}}[ \t]+)?"
+    rf"\*\*[^*\n]*\?{_CITES}[ \t]*\*\*(?P<rest>.*)$"
+)
+# A markdown heading that is a question: "### What is X?"
+_HEADING_QUESTION = re.compile(rf"^(?P<indent>[ \t]*)#{{1,6}}[ \t]+[^\n]*\?{_CITES}[ \t]*:?[ \t]*$")
+# Nothing after the bold question but a colon or citations.
+_NOTHING = re.compile(rf"[ \t]*:?{_CITES}[ \t:]*")
+# A line that only heads what follows: a markdown heading, or bold text alone ("**Answer**:").
+_HEADING = re.compile(
+    rf"^[ \t]*(?:#{{1,6}}[ \t]+\S.*|{_LIST}?\*\*[^*\n]+\*\*[ \t]*:?{_CITES}[ \t]*)$"
+)
+# An ordered list item: "3. ...", "  2) ...".
+_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<num>\d{1,3})(?P<delim>[.)])(?=[ \t]+\S)")
+
+
+def _width(line: str) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+
+
+def _fenced(lines: list[str]) -> list[bool]:
+    """Per line, whether it opens, closes or sits inside a fenced code block."""
+    out: list[bool] = []
+    inside = False
+    for line in lines:
+        fence = line.lstrip().startswith(FENCE)
+        out.append(inside or fence)
+        inside ^= fence
+    return out
+
+
+def _question_only(line: str) -> bool:
+    m = _QUESTION.match(line)
+    return bool((m and _NOTHING.fullmatch(m["rest"])) or _HEADING_QUESTION.match(line))
+
+
+def drop_empty_questions(answer: str) -> str:
+    """``answer`` without the lines that are only a question heading (a question in bold,
+    list-marked or not, or a markdown heading ending in "?") with no content under it: the
+    next non-blank line is another heading (a question in bold, with or without text after
+    it, a markdown heading, a bold label alone) at its depth or above, or the answer ends.
+    A plain list item that asks a question ("1. Is X needed?") is content and stays; so does
+    everything when every line would go."""
+    lines = answer.split("\n")
+    fenced = _fenced(lines)
+    gone: set[int] = set()
+    for i, line in enumerate(lines):
+        if fenced[i] or not _question_only(line):
+            continue
+        j = next((k for k in range(i + 1, len(lines)) if lines[k].strip()), None)
+        if j is not None:
+            nxt = lines[j]
+            deeper = _width(nxt) > _width(line)
+            heading = not fenced[j] and bool(_QUESTION.match(nxt) or _HEADING.match(nxt))
+            if deeper or not heading:
+                continue
+        gone.add(i)
+        # the blank lines after it go with it, unless it sat right under a line of text
+        if i == 0 or not lines[i - 1].strip() or j is None:
+            gone.update(range(i + 1, j if j is not None else len(lines)))
+    kept = [line for i, line in enumerate(lines) if i not in gone]
+    if not gone or not any(line.strip() for line in kept):
+        return answer
+    return "\n".join(kept).strip()
+
+
+def renumber_lists(answer: str) -> str:
+    """``answer`` with each ordered list numbered consecutively.
+
+    A list is the run of items at one depth whose numbers rise as written; text between
+    items (a paragraph, a nested list, a code block) does not end it, a number no higher
+    than the one before (a new list) or a line less indented than its items does. A list
+    numbers on from its first number, from 1 when that is above 1 (its first item was
+    removed). Fenced code blocks are never touched.
+    """
+    lines = answer.split("\n")
+    fenced = _fenced(lines)
+    lists: dict[int, tuple[int, int]] = {}  # depth -> (the number written, the number given)
+    for i, line in enumerate(lines):
+        if fenced[i] or not line.strip():
+            continue
+        width = _width(line)
+        for depth in [d for d in lists if d > width]:
+            del lists[depth]
+        m = _ITEM.match(line)
+        if not m:
+            continue
+        written = int(m["num"])
+        last = lists.get(width)
+        given = last[1] + 1 if last and written > last[0] else min(written, 1)
+        lists[width] = (written, given)
+        if given != written:
+            lines[i] = f"{m['indent']}{given}{m['delim']}{line[m.end() :]}"
+    return "\n".join(lines)
+
+
+def tidy_layout(answer: str) -> str:
+    """``answer`` after the removals of finishing: empty question headings dropped, then the
+    ordered lists renumbered."""
+    return renumber_lists(drop_empty_questions(answer))
