@@ -9,7 +9,7 @@ import time
 import pytest
 
 from typed_rag.finishing.finish import finish
-from typed_rag.finishing.layout import drop_empty_questions, renumber_lists
+from typed_rag.finishing.layout import drop_empty_questions, renumber_lists, uncite_headings
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import CitedPassage, Result
 
@@ -143,3 +143,21 @@ def test_a_streamed_answer_keeps_the_layout_it_was_sent_with() -> None:
     result = Result(question="Q?", mode="typed-rag", answer=sent, passages=PASSAGES)
     done = finish(result, MethodOptions(), time.perf_counter(), streamed=True)
     assert done.answer == sent
+
+
+def test_headings_and_code_comments_lose_their_citations_and_sentences_keep_theirs() -> None:
+    # cplusplus.pdf destructors (DEBATE) and unique_copy (INSTRUCTION), shortened
+    answer = (
+        "## Main perspectives on destructors [4]\n\n### Reasons to avoid destructors [3]\n"
+        "- They run late [3].\n\n5. **Reference [5]**:\n**Options**: such as `timeout` [1].\n"
+        "// Copy elements in reversed order [3]\n```cpp\nint a [2]; // kept [1]\n```"
+    )
+    assert uncite_headings(answer) == (
+        "## Main perspectives on destructors\n\n### Reasons to avoid destructors\n"
+        "- They run late [3].\n\n**Options**: such as `timeout` [1].\n"
+        "// Copy elements in reversed order\n```cpp\nint a [2]; // kept [1]\n```"
+    )
+
+
+def test_an_answer_that_is_only_a_cited_label_is_kept() -> None:
+    assert uncite_headings("**Reference [2]**") == "**Reference [2]**"

@@ -6,13 +6,18 @@ list that starts at "2." or skips from "1." to "3.", and a DEBATE answer's bold 
 ("**What are the advantages of X?**") whose content was all removed, left standing alone.
 :func:`tidy_layout` runs once, after the last removal (:func:`~typed_rag.finishing.finish.
 last_checks`): it drops the question headings nothing follows (:func:`drop_empty_questions`),
-then numbers each ordered list consecutively (:func:`renumber_lists`). Fenced code blocks are
-never touched. Deterministic, no model call.
+then numbers each ordered list consecutively (:func:`renumber_lists`). A heading states nothing
+a reader could check, so the citations the model hung on one ("### Reasons to avoid destructors
+[3]", "5. **Reference [5]**:") go, and a line left naming only sources goes with them
+(:func:`uncite_headings`); so do those on a code comment copied outside a fence. Fenced code
+blocks are never touched. Deterministic, no model call.
 """
 
 from __future__ import annotations
 
 import re
+
+from typed_rag.messages import CITATION_GROUP
 
 FENCE = "```"
 _LIST = r"(?:(?:[-*+•]|\d{1,3}[.)])[ \t]+)"
@@ -33,6 +38,17 @@ _HEADING = re.compile(
 )
 # An ordered list item: "3. ...", "  2) ...".
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<num>\d{1,3})(?P<delim>[.)])(?=[ \t]+\S)")
+
+
+# A code comment copied outside a fence: "// Copy the elements [3]".
+_COMMENT = re.compile(r"^[ \t]*(?://|/\*)")
+# What is left of a label line once its citations are gone: "5. **Reference**:".
+_SOURCE_LABEL = re.compile(
+    rf"[ \t]*{_LIST}?(?:\*\*)?[ \t]*(?:references?|sources?|citations?|passages?)?[ \t]*"
+    r"(?:\*\*)?[ \t:.]*",
+    re.IGNORECASE,
+)
+_SPACED_CITATION = re.compile(rf"[ \t]*{CITATION_GROUP.pattern}")
 
 
 def _width(line: str) -> int:
@@ -115,7 +131,30 @@ def renumber_lists(answer: str) -> str:
     return "\n".join(lines)
 
 
+def uncite_headings(answer: str) -> str:
+    """``answer`` with no citations on its headings (a markdown heading, a bold line alone)
+    or code comments outside fences; a line then naming only sources ("5. **Reference**:")
+    is dropped. Citations in sentences, bold labels followed by text ("**Options**: ...
+    [1]") and fenced code stay."""
+    lines = answer.split("\n")
+    fenced = _fenced(lines)
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        if fenced[i] or not CITATION_GROUP.search(line):
+            kept.append(line)
+            continue
+        if not (_HEADING.match(line) or _COMMENT.match(line)):
+            kept.append(line)
+            continue
+        bare = _SPACED_CITATION.sub("", line)
+        if not _SOURCE_LABEL.fullmatch(bare):
+            kept.append(bare)
+    if not any(line.strip() for line in kept):
+        return answer
+    return "\n".join(kept)
+
+
 def tidy_layout(answer: str) -> str:
-    """``answer`` after the removals of finishing: empty question headings dropped, then the
-    ordered lists renumbered."""
-    return renumber_lists(drop_empty_questions(answer))
+    """``answer`` after the removals of finishing: headings uncited, empty question headings
+    dropped, then the ordered lists renumbered."""
+    return renumber_lists(drop_empty_questions(uncite_headings(answer)))
