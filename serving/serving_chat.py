@@ -23,9 +23,9 @@ from fastapi.responses import JSONResponse, Response
 
 from serving import errors
 from serving.admission import Admission, Slot
+from serving.chat_request import resolve_chat
 from serving.errors import APIError
 from serving.metrics import ServerMetrics
-from serving.prepare import prepare
 from serving.protocol import ChatCompletionRequest
 from serving.responses import (
     AssistantMessage,
@@ -102,7 +102,7 @@ class OpenAIServingChat:
         try:
             check_model(req)
             mode = req.model
-            request = prepare(req, self.state.settings)
+            request = resolve_chat(req, self.state.settings)
             if not self.state.ready:
                 raise errors.overloaded(
                     f"the model is not ready (status: {self.state.describe()['status']}); "

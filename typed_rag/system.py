@@ -203,7 +203,7 @@ class TypedRAG:
 
         ``on_event`` is called with each :class:`Progress` event as it happens.
         """
-        ctx, final = await self._prepare(self.resolve(question, **fields), on_event)
+        ctx, final = await self._until_final(self.resolve(question, **fields), on_event)
         ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
         return _finish(ctx)
 
@@ -218,21 +218,21 @@ class TypedRAG:
         request = self.resolve(question, **fields)
         events: asyncio.Queue[Progress] = asyncio.Queue()
         sink = events.put_nowait if progress else None
-        prepare = asyncio.ensure_future(self._prepare(request, sink))
+        pending = asyncio.ensure_future(self._until_final(request, sink))
         try:
-            while not prepare.done():
+            while not pending.done():
                 waiter = asyncio.ensure_future(events.get())
-                await asyncio.wait({prepare, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
                 if waiter.done():
                     yield waiter.result()
                 else:
                     waiter.cancel()
         finally:
-            if not prepare.done():
-                prepare.cancel()
-                await asyncio.gather(prepare, return_exceptions=True)
-        ctx, final = prepare.result()
-        while not events.empty():  # announced as prepare ended (its sources, a sub-answer)
+            if not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+        ctx, final = pending.result()
+        while not events.empty():  # announced as the pipeline ended (its sources, a sub-answer)
             yield events.get_nowait()
         parts: list[str] = []
         found: list[str] = []
@@ -303,7 +303,7 @@ class TypedRAG:
         async def one(i: int) -> Result:
             async with limit:
                 pre = (predictions.get(i), per_question if i in predictions else 0.0)
-                ctx, final = await self._prepare(requests[i], None, pre)
+                ctx, final = await self._until_final(requests[i], None, pre)
                 ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
                 return _finish(ctx)
 
@@ -351,7 +351,7 @@ class TypedRAG:
             corpus=result.corpus,
         )
 
-    async def _prepare(
+    async def _until_final(
         self,
         request: Resolved,
         on_event: ProgressSink | None = None,

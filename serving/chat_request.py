@@ -13,7 +13,7 @@ from typed_rag.config import Settings
 from typed_rag.request import SYSTEM_ROLES, AnswerRequest, RequestError, Resolved
 
 
-def prepare(req: ChatCompletionRequest, settings: Settings) -> Resolved:
+def resolve_chat(req: ChatCompletionRequest, settings: Settings) -> Resolved:
     """The request resolved against the server's settings, or a 400 naming the field.
 
     Each user or system message may have ``server.max_input_chars`` characters
