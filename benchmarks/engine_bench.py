@@ -161,46 +161,80 @@ LIMIT_TEXT = " ".join(
 )
 
 
-def engine_limit(
-    model_path: Path,
-    *,
-    n_ctx: int,
-    n_threads: int,
-    n_batch: int,
-    prompts: tuple[int, ...] = (256, 1024),
-    decode_tokens: int = 128,
-) -> dict[str, Any]:
-    """The engine's own rates, a bare loop over llama-cpp-python with the server's
-    settings: each prompt size evaluated from an empty cache (prefill tokens/s), then
-    greedy decoding of ``decode_tokens`` after a short and after the longest prompt. The
-    limits are the best of these; the server's rates are set against them."""
-    from typed_rag.engines.llamacpp_model import load_gguf
+class LimitProbe:
+    """The engine's own rates, a bare loop over llama-cpp-python with the server's settings,
+    kept loaded so they can be timed beside each request: this machine's speed drifts by
+    more than the gap between served and bare rates (results/latency/README.md), so a
+    limit timed once at the start says little about a question answered 40 minutes later.
 
-    llm, _ = load_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
-    try:
-        ids = llm.tokenize(LIMIT_TEXT.encode())
-        assert len(ids) >= max(prompts), "LIMIT_TEXT is shorter than the largest prompt"
-        llm.reset()
-        llm.eval(ids[:16])  # warm-up: the first evaluation pays one-time costs
-        prefill: dict[str, float] = {}
-        for n in prompts:
-            llm.reset()
-            t = time.perf_counter()
-            llm.eval(ids[:n])
-            prefill[str(n)] = n / (time.perf_counter() - t)
-        decode: dict[str, float] = {}
-        for n in (32, max(prompts)):
-            llm.reset()
-            llm.eval(ids[:n])
-            t = time.perf_counter()
-            for _ in range(decode_tokens):
-                llm.eval([llm.sample(temp=0.0)])
-            decode[str(n)] = decode_tokens / (time.perf_counter() - t)
-    finally:
-        llm.close()
+    A probe (:meth:`rates`) re-evaluates the last ``block`` tokens of a ``context``-token
+    prompt (prefill tokens/s at the offset a RAG prompt reaches) and decodes ``decode``
+    greedy tokens after it; about 4 s on 2 cores."""
+
+    def __init__(
+        self, model_path: Path, *, n_ctx: int, n_threads: int, n_batch: int, context: int = 768
+    ) -> None:
+        from typed_rag.engines.llamacpp_model import load_gguf
+
+        self.llm, _ = load_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
+        self.n_threads, self.n_batch = n_threads, n_batch
+        self.ids = self.llm.tokenize(LIMIT_TEXT.encode())
+        assert len(self.ids) >= 1024, "LIMIT_TEXT is shorter than the largest prompt"
+        self.context = context
+        self.llm.reset()
+        self.llm.eval(self.ids[:context])  # the context every probe starts from
+
+    def prefill(self, n: int) -> float:
+        """Prompt tokens/s of ``n`` tokens evaluated from an empty cache."""
+        self.llm.reset()
+        t = time.perf_counter()
+        self.llm.eval(self.ids[:n])
+        return n / (time.perf_counter() - t)
+
+    def decode(self, after: int, tokens: int) -> float:
+        """Greedy tokens/s after an ``after``-token prompt."""
+        self.llm.reset()
+        self.llm.eval(self.ids[:after])
+        return self._decode(tokens)
+
+    def _decode(self, tokens: int) -> float:
+        t = time.perf_counter()
+        for _ in range(tokens):
+            self.llm.eval([self.llm.sample(temp=0.0)])
+        return tokens / (time.perf_counter() - t)
+
+    def rates(self, block: int = 128, decode: int = 32) -> dict[str, float]:
+        """Prefill and decode tokens/s now, at the probe's context length."""
+        llm, start = self.llm, self.context - block
+        llm.n_tokens = start
+        llm._ctx.kv_cache_seq_rm(0, start, -1)
+        t = time.perf_counter()
+        llm.eval(self.ids[start : self.context])
+        prefill = block / (time.perf_counter() - t)
+        out = {"prefill_tok_s": prefill, "decode_tok_s": self._decode(decode)}
+        llm.n_tokens = self.context
+        llm._ctx.kv_cache_seq_rm(0, self.context, -1)
+        return out
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def engine_limit(
+    probe: LimitProbe, prompts: tuple[int, ...] = (256, 1024), decode_tokens: int = 128
+) -> dict[str, Any]:
+    """The engine's rates at the start of a run: each prompt size evaluated from an empty
+    cache (prefill tokens/s), then greedy decoding of ``decode_tokens`` after a short and
+    after the longest prompt; the best of each."""
+    probe.llm.reset()
+    probe.llm.eval(probe.ids[:16])  # warm-up: the first evaluation pays one-time costs
+    prefill = {str(n): probe.prefill(n) for n in prompts}
+    decode = {str(n): probe.decode(n, decode_tokens) for n in (32, max(prompts))}
+    probe.llm.reset()
+    probe.llm.eval(probe.ids[: probe.context])
     return {
-        "n_threads": n_threads,
-        "n_batch": n_batch,
+        "n_threads": probe.n_threads,
+        "n_batch": probe.n_batch,
         "prefill_tok_s": prefill,
         "decode_tok_s_after_prompt": decode,
         "prefill_tok_s_limit": max(prefill.values()),

@@ -34,7 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.engine_bench import answer_request, engine_limit
+from benchmarks.engine_bench import LimitProbe, answer_request, engine_limit
 from benchmarks.pipeline_bench import QUESTIONS
 from eval.data.methods import answerer_for, mode_of, parse_methods
 from typed_rag.config import Settings, load_settings, parse_overrides
@@ -92,11 +92,13 @@ async def bench_pipelines(
     concurrency: int,
     batched: bool = True,
     warm: bool = True,
+    probe: LimitProbe | None = None,
 ) -> dict[str, Any]:
     """Every method on its own system (its own engine and prompt cache, so none finds
     another's prompts cached), taking turns question by question, so a slow spell of a
     shared machine hits them alike; ``warm``: plan prompts prefilled first, as the server
-    does at start."""
+    does at start; ``probe``: the bare loop's rates timed just before each answer, kept in
+    its row as ``limit``."""
     out: dict[str, Any] = {"load_s": None, "methods": {}, "eval_q_per_min": {}, "warm": warm}
     systems: dict[str, TypedRAG] = {}
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
@@ -111,7 +113,10 @@ async def bench_pipelines(
             await rag.answer(questions[0][1], mode="llm", sampling={"max_tokens": 8})  # warm-up
         for qtype, text in questions:
             for method in methods:
+                limit = probe.rates() if probe is not None else None
                 rows[method].append(await time_one(systems[method], method, qtype, text))
+                if limit is not None:
+                    rows[method][-1]["limit"] = limit
                 print(f"    {method} {qtype}: {rows[method][-1]['latency_s']:.1f} s", flush=True)
         for method in methods:
             summarise(method, rows[method], out)
@@ -167,17 +172,30 @@ async def time_one(rag: TypedRAG, method: str, qtype: str, text: str) -> dict[st
 
 
 def served_rates(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Prefilled and decoded tokens per second of engine time, over all ``rows``."""
+    """Prefilled and decoded tokens per second of engine time, over all ``rows``; with the
+    probe's rates beside each row, their medians (``limit_*``) and the median per question
+    of served / limit (``*_to_limit``), the ratio the machine's drift does not move."""
     total = {
         k: sum(r["engine"].get(k, 0) for r in rows)
         for k in ("prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
     }
     if not total["prefill_s"] or not total["decode_s"]:
         return {}
-    return {
+    out = {
         "prefill_tok_s": total["prefill_tokens"] / total["prefill_s"],
         "decode_tok_s": total["decode_tokens"] / total["decode_s"],
     }
+    probed = [r for r in rows if "limit" in r]
+    for part in ("prefill", "decode") if probed else ():
+        key = f"{part}_tok_s"
+        out[f"limit_{key}"] = statistics.median(r["limit"][key] for r in probed)
+        ratios = [
+            r["engine"][f"{part}_tokens"] / r["engine"][f"{part}_s"] / r["limit"][key]
+            for r in probed
+            if r["engine"].get(f"{part}_s")
+        ]
+        out[f"{part}_to_limit"] = statistics.median(ratios)
+    return out
 
 
 def summarise(method: str, rows: list[dict[str, Any]], out: dict[str, Any]) -> None:
@@ -272,15 +290,17 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 f"  {name}: {row['tok_s']:.1f} tok/s, request p50 {row['latency_p50_s']:.1f} s",
                 flush=True,
             )
+    probe: LimitProbe | None = None
     if args.limit:
         print("== engine limit (a bare llama-cpp-python loop, the server's settings)", flush=True)
         engine: Any = build_engine(engine_settings(settings, "llamacpp"))
-        report["limit"] = engine_limit(
+        probe = LimitProbe(
             engine.model_path,
             n_ctx=engine.n_ctx,
             n_threads=engine.n_threads,
             n_batch=engine.n_batch,
         )
+        report["limit"] = engine_limit(probe)
         report["prefill_tok_s_limit"] = report["limit"]["prefill_tok_s_limit"]
         report["decode_tok_s_limit"] = report["limit"]["decode_tok_s_limit"]
         save(report, args.out)
@@ -300,8 +320,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             concurrency=settings.engine.max_concurrency,
             batched=not args.no_batched,
             warm=not args.cold,
+            probe=probe if backend == "llamacpp" else None,
         )
         save(report, args.out)
+    if probe is not None:
+        probe.close()
     report["loadavg_end"] = os.getloadavg()
     chosen = args.default_engine or next(iter(report["engines"]), None)
     if chosen in report["engines"]:
@@ -316,6 +339,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         if served:  # the rates inside typed requests, where every extra round shows
             report["prefill_tok_s_served"] = served["prefill_tok_s"]
             report["decode_tok_s_served"] = served["decode_tok_s"]
+            for part in ("prefill", "decode"):
+                if f"{part}_to_limit" in served:  # the limit as timed beside these answers
+                    report[f"{part}_tok_s_limit"] = served[f"limit_{part}_tok_s"]
+                    report[f"{part}_served_to_limit"] = served[f"{part}_to_limit"]
     return report
 
 
@@ -330,21 +357,23 @@ def print_tables(report: dict[str, Any]) -> None:
     if report["engines"]:
         print(
             "\n| engine | method | p50 s | first event p50 s | first text p50 s | q/min batched "
-            "| prefill tok/s served | decode tok/s served |"
+            "| prefill tok/s served | decode tok/s served | prefill / limit | decode / limit |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, run_ in report["engines"].items():
             for method, m in run_["methods"].items():
                 served = m.get("served") or {}
                 cells = [m["p50_s"], m["first_event_p50_s"], m.get("first_text_p50_s"),
                          run_["eval_q_per_min"].get(method), served.get("prefill_tok_s"),
-                         served.get("decode_tok_s")]  # fmt: skip
+                         served.get("decode_tok_s"), served.get("prefill_to_limit"),
+                         served.get("decode_to_limit")]  # fmt: skip
                 print(f"| {name} | {method} | " + " | ".join(_cell(c) for c in cells) + " |")
     if "limit" in report:
         lim = report["limit"]
         print(
-            f"\nengine limit: prefill {lim['prefill_tok_s_limit']:.1f} tok/s, "
-            f"decode {lim['decode_tok_s_limit']:.1f} tok/s"
+            f"\nengine limit at the start: prefill {lim['prefill_tok_s_limit']:.1f} tok/s, "
+            f"decode {lim['decode_tok_s_limit']:.1f} tok/s (the ratios: the probe beside each "
+            "answer, median per question)"
         )
 
 
