@@ -159,5 +159,16 @@ def test_headings_and_code_comments_lose_their_citations_and_sentences_keep_thei
     )
 
 
+def test_a_heading_naming_only_sources_goes_and_what_stands_under_it_stays() -> None:
+    # nodejs fs.open 'wx' (REASON): the model headed each paragraph "### Reference"
+    answer = (
+        "Opening fails if the path exists [1].\n\n### Reference\nUse `fs.open` [2].\n**Sources**"
+    )
+    assert uncite_headings(answer) == "Opening fails if the path exists [1].\n\nUse `fs.open` [2]."
+    assert uncite_headings("### Referencing a member\nUse `this` [1].") == (
+        "### Referencing a member\nUse `this` [1]."
+    )
+
+
 def test_an_answer_that_is_only_a_cited_label_is_kept() -> None:
     assert uncite_headings("**Reference [2]**") == "**Reference [2]**"

@@ -44,7 +44,7 @@ _ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<num>\d{1,3})(?P<delim>[.)])(?=[ \t]+
 _COMMENT = re.compile(r"^[ \t]*(?://|/\*)")
 # What is left of a label line once its citations are gone: "5. **Reference**:".
 _SOURCE_LABEL = re.compile(
-    rf"[ \t]*{_LIST}?(?:\*\*)?[ \t]*(?:references?|sources?|citations?|passages?)?[ \t]*"
+    rf"[ \t]*(?:#{{1,6}}[ \t]+)?{_LIST}?(?:\*\*)?[ \t]*(?:references?|sources?|citations?|passages?)?[ \t]*"
     r"(?:\*\*)?[ \t:.]*",
     re.IGNORECASE,
 )
@@ -133,22 +133,19 @@ def renumber_lists(answer: str) -> str:
 
 def uncite_headings(answer: str) -> str:
     """``answer`` with no citations on its headings (a markdown heading, a bold line alone)
-    or code comments outside fences; a line then naming only sources ("5. **Reference**:")
-    is dropped. Citations in sentences, bold labels followed by text ("**Options**: ...
-    [1]") and fenced code stay."""
+    or code comments outside fences, and without the headings that name only sources
+    ("### Reference", "5. **Reference [5]**:"; what stands under them stays). Citations in
+    sentences, bold labels followed by text ("**Options**: ... [1]") and fenced code stay."""
     lines = answer.split("\n")
     fenced = _fenced(lines)
     kept: list[str] = []
     for i, line in enumerate(lines):
-        if fenced[i] or not CITATION_GROUP.search(line):
-            kept.append(line)
-            continue
-        if not (_HEADING.match(line) or _COMMENT.match(line)):
-            kept.append(line)
-            continue
+        heading = not fenced[i] and bool(_HEADING.match(line))
         bare = _SPACED_CITATION.sub("", line)
-        if not _SOURCE_LABEL.fullmatch(bare):
-            kept.append(bare)
+        if heading and _SOURCE_LABEL.fullmatch(bare):
+            continue
+        cited = not fenced[i] and bool(CITATION_GROUP.search(line))
+        kept.append(bare if cited and (heading or _COMMENT.match(line)) else line)
     if not any(line.strip() for line in kept):
         return answer
     return "\n".join(kept)
