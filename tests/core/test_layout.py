@@ -9,7 +9,12 @@ import time
 import pytest
 
 from typed_rag.finishing.finish import finish
-from typed_rag.finishing.layout import drop_empty_questions, renumber_lists, uncite_headings
+from typed_rag.finishing.layout import (
+    drop_empty_questions,
+    drop_repeated_lines,
+    renumber_lists,
+    uncite_headings,
+)
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import CitedPassage, Result
 
@@ -172,3 +177,18 @@ def test_a_heading_naming_only_sources_goes_and_what_stands_under_it_stays() -> 
 
 def test_an_answer_that_is_only_a_cited_label_is_kept() -> None:
     assert uncite_headings("**Reference [2]**") == "**Reference [2]**"
+
+
+def test_a_list_item_written_again_is_dropped_and_code_and_short_lines_stay() -> None:
+    # cplusplus21 polymorphous wrappers: the same item three times, the citation aside
+    item = "can refer to functions or functors having prototypes with standard conversions"
+    answer = (
+        f"- Wrappers {item} [3].\n- Wrappers {item} [3].\n2. wrappers {item}.\n"
+        "- They are `std::function` objects [2].\n}\n}\n```\nint a; int b; int c; int d;\n"
+        "int a; int b; int c; int d;\n```"
+    )
+    assert drop_repeated_lines(answer) == (
+        f"- Wrappers {item} [3].\n- They are `std::function` objects [2].\n"
+        "}\n}\n```\n"
+        "int a; int b; int c; int d;\nint a; int b; int c; int d;\n```"
+    )

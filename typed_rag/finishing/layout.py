@@ -151,7 +151,35 @@ def uncite_headings(answer: str) -> str:
     return "\n".join(kept)
 
 
+_MARKER = re.compile(rf"^[ \t]*{_LIST}")
+
+
+def _gist(line: str) -> str:
+    """A line's words without its list marker and citations, lowercased: what a repeat of
+    it shares."""
+    text = _SPACED_CITATION.sub("", _MARKER.sub("", line))
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def drop_repeated_lines(answer: str, min_words: int = 4) -> str:
+    """``answer`` without the lines (list items, paragraphs) that repeat an earlier line's
+    words, list marker and citations aside: the small model sometimes writes one list item
+    three times over. Short lines (a label, "}") and fenced code stay."""
+    lines = answer.split("\n")
+    fenced = _fenced(lines)
+    seen: set[str] = set()
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        gist = "" if fenced[i] else _gist(line)
+        if len(gist.split()) >= min_words:
+            if gist in seen:
+                continue
+            seen.add(gist)
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def tidy_layout(answer: str) -> str:
-    """``answer`` after the removals of finishing: headings uncited, empty question headings
-    dropped, then the ordered lists renumbered."""
-    return renumber_lists(drop_empty_questions(uncite_headings(answer)))
+    """``answer`` after the removals of finishing: headings uncited, repeated lines and
+    empty question headings dropped, then the ordered lists renumbered."""
+    return renumber_lists(drop_empty_questions(drop_repeated_lines(uncite_headings(answer))))
