@@ -13,7 +13,7 @@ from typed_rag.finishing.layout import (
     drop_empty_questions,
     drop_repeated_lines,
     renumber_lists,
-    uncite_headings,
+    uncite_non_claims,
 )
 from typed_rag.method_settings import MethodOptions
 from typed_rag.result import CitedPassage, Result
@@ -157,7 +157,7 @@ def test_headings_and_code_comments_lose_their_citations_and_sentences_keep_thei
         "- They run late [3].\n\n5. **Reference [5]**:\n**Options**: such as `timeout` [1].\n"
         "// Copy elements in reversed order [3]\n```cpp\nint a [2]; // kept [1]\n```"
     )
-    assert uncite_headings(answer) == (
+    assert uncite_non_claims(answer) == (
         "## Main perspectives on destructors\n\n### Reasons to avoid destructors\n"
         "- They run late [3].\n\n**Options**: such as `timeout` [1].\n"
         "// Copy elements in reversed order\n```cpp\nint a [2]; // kept [1]\n```"
@@ -169,14 +169,24 @@ def test_a_heading_naming_only_sources_goes_and_what_stands_under_it_stays() -> 
     answer = (
         "Opening fails if the path exists [1].\n\n### Reference\nUse `fs.open` [2].\n**Sources**"
     )
-    assert uncite_headings(answer) == "Opening fails if the path exists [1].\n\nUse `fs.open` [2]."
-    assert uncite_headings("### Referencing a member\nUse `this` [1].") == (
+    assert (
+        uncite_non_claims(answer) == "Opening fails if the path exists [1].\n\nUse `fs.open` [2]."
+    )
+    assert uncite_non_claims("### Referencing a member\nUse `this` [1].") == (
         "### Referencing a member\nUse `this` [1]."
     )
 
 
+def test_a_lead_in_to_steps_loses_its_citation_and_a_claim_ending_in_a_colon_keeps_it() -> None:
+    # cplusplus templates (INSTRUCTION): the judge read the lead-in as a claim of [1]
+    answer = "The template can be used as follows [1]:\n1. Declare it [1].\nIt returns `x` [2]:"
+    assert uncite_non_claims(answer) == (
+        "The template can be used as follows:\n1. Declare it [1].\nIt returns `x` [2]:"
+    )
+
+
 def test_an_answer_that_is_only_a_cited_label_is_kept() -> None:
-    assert uncite_headings("**Reference [2]**") == "**Reference [2]**"
+    assert uncite_non_claims("**Reference [2]**") == "**Reference [2]**"
 
 
 def test_a_list_item_written_again_is_dropped_and_code_and_short_lines_stay() -> None:

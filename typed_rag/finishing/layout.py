@@ -9,7 +9,7 @@ last_checks`): it drops the question headings nothing follows (:func:`drop_empty
 then numbers each ordered list consecutively (:func:`renumber_lists`). A heading states nothing
 a reader could check, so the citations the model hung on one ("### Reasons to avoid destructors
 [3]", "5. **Reference [5]**:") go, and a line left naming only sources goes with them
-(:func:`uncite_headings`); so do those on a code comment copied outside a fence. Fenced code
+(:func:`uncite_non_claims`); so do those on a code comment copied outside a fence. Fenced code
 blocks are never touched. Deterministic, no model call.
 """
 
@@ -49,6 +49,11 @@ _SOURCE_LABEL = re.compile(
     re.IGNORECASE,
 )
 _SPACED_CITATION = re.compile(rf"[ \t]*{CITATION_GROUP.pattern}")
+# A lead-in whose content is what follows it: "... can be used as follows [1]:".
+_LEAD_IN = re.compile(
+    rf"(?:as follows|the following|these steps|the steps below|below){_CITES}[ \t]*:[*\s]*$",
+    re.IGNORECASE,
+)
 
 
 def _width(line: str) -> int:
@@ -131,9 +136,10 @@ def renumber_lists(answer: str) -> str:
     return "\n".join(lines)
 
 
-def uncite_headings(answer: str) -> str:
-    """``answer`` with no citations on its headings (a markdown heading, a bold line alone)
-    or code comments outside fences, and without the headings that name only sources
+def uncite_non_claims(answer: str) -> str:
+    """``answer`` with no citations on its headings (a markdown heading, a bold line alone),
+    its lead-ins ("... as follows [1]:", whose content is what follows) or code comments
+    outside fences, and without the headings that name only sources
     ("### Reference", "5. **Reference [5]**:"; what stands under them stays). Citations in
     sentences, bold labels followed by text ("**Options**: ... [1]") and fenced code stay."""
     lines = answer.split("\n")
@@ -145,7 +151,8 @@ def uncite_headings(answer: str) -> str:
         if heading and _SOURCE_LABEL.fullmatch(bare):
             continue
         cited = not fenced[i] and bool(CITATION_GROUP.search(line))
-        kept.append(bare if cited and (heading or _COMMENT.match(line)) else line)
+        pointer = heading or _COMMENT.match(line) or _LEAD_IN.search(line)
+        kept.append(bare if cited and pointer else line)
     if not any(line.strip() for line in kept):
         return answer
     return "\n".join(kept)
@@ -182,4 +189,4 @@ def drop_repeated_lines(answer: str, min_words: int = 4) -> str:
 def tidy_layout(answer: str) -> str:
     """``answer`` after the removals of finishing: headings uncited, repeated lines and
     empty question headings dropped, then the ordered lists renumbered."""
-    return renumber_lists(drop_empty_questions(drop_repeated_lines(uncite_headings(answer))))
+    return renumber_lists(drop_empty_questions(drop_repeated_lines(uncite_non_claims(answer))))
