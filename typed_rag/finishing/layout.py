@@ -1,16 +1,17 @@
-"""The answer's layout after every removal of finishing (issue: numbering gaps, empty headings).
+"""The answer's layout after every removal of finishing: what the cuts leave, tidied.
 
 The cuts of finishing remove sentences and list items one at a time (the verification, the
 scaffolding guard, the echo and copy cuts), so what they leave can read as broken markdown: a
 list that starts at "2." or skips from "1." to "3.", and a DEBATE answer's bold sub-questions
 ("**What are the advantages of X?**") whose content was all removed, left standing alone.
 :func:`tidy_layout` runs once, after the last removal (:func:`~typed_rag.finishing.finish.
-last_checks`): it drops the question headings nothing follows (:func:`drop_empty_questions`),
-then numbers each ordered list consecutively (:func:`renumber_lists`). A heading states nothing
-a reader could check, so the citations the model hung on one ("### Reasons to avoid destructors
-[3]", "5. **Reference [5]**:") go, and a line left naming only sources goes with them
-(:func:`uncite_non_claims`); so do those on a code comment copied outside a fence. Fenced code
-blocks are never touched. Deterministic, no model call.
+last_checks`). First, what is not a claim carries no citation (:func:`uncite_non_claims`): a
+heading ("### Reasons to avoid destructors [3]"), a lead-in whose content is what follows
+("... as follows [1]:"), a code comment copied outside a fence; a heading naming only sources
+("### Reference") goes. Then a line repeating an earlier one goes (:func:`drop_repeated_lines`),
+so do question headings nothing follows (:func:`drop_empty_questions`), and each ordered list
+is numbered consecutively (:func:`renumber_lists`). Fenced code blocks are never touched.
+Deterministic, no model call.
 """
 
 from __future__ import annotations
