@@ -194,7 +194,8 @@ def served_rates(rows: list[dict[str, Any]]) -> dict[str, float]:
             for r in probed
             if r["engine"].get(f"{part}_s")
         ]
-        out[f"{part}_to_limit"] = statistics.median(ratios)
+        if ratios:
+            out[f"{part}_to_limit"] = statistics.median(ratios)
     return out
 
 
