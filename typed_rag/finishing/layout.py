@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
+from typed_rag.finishing.verify import FENCE
 from typed_rag.messages import CITATION_GROUP
 
-FENCE = "```"
 _LIST = r"(?:(?:[-*+•]|\d{1,3}[.)])[ \t]+)"
 _CITES = r"(?:[ \t]*\[[\d,; ]+\])*"
 # A line that opens with a question in bold: "**What is X?**", "1. **How does Y work [2]?**",
