@@ -39,10 +39,10 @@ import numpy as np
 from eval.judging.linkage_prob import VERDICT_PREFIX, p_yes
 from eval.reports.linkage_metrics import Estimate, paired_difference
 from eval.reports.paired import PAIRS
+from eval.store import JsonlStore
 from typed_rag.engines.base import ChoiceRequest, Engine
 from typed_rag.finishing.citations import cited_sentences
 from typed_rag.messages import CITATION_GROUP
-from typed_rag.store import JsonlStore
 
 VERDICTS = "verdicts.jsonl"
 SENTENCES = "support.jsonl"

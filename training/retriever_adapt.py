@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.data.devset import QUESTION_ASKS, Source, clean_question
+from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.encoder import encode, load_sentence_model, prompt_of
 from typed_rag.engines.base import ChatRequest, Engine
@@ -39,7 +40,6 @@ from typed_rag.retrieval.base import Passage
 from typed_rag.retrieval.bm25 import BM25Index
 from typed_rag.retrieval.dense_dtype import MAX_LENGTH
 from typed_rag.retrieval.text import passage_text
-from typed_rag.store import JsonlStore
 
 PROMPT = (
     "Here is a passage from a document titled {title!r}.\n\n{text}\n\n"

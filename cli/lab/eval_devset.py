@@ -12,12 +12,12 @@ from pathlib import Path
 from eval.data import devset
 from eval.data.wikinfqa import load_wikinfqa
 from eval.runs.resume import progress_bar
+from eval.store import JsonlStore
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.collections import WIKI, collection_dir, open_collection
 from typed_rag.retrieval.store import PassageStore
-from typed_rag.store import JsonlStore
 
 NEAR_K = 20  # the Wiki-NFQA questions' top-k articles kept out of the development set
 

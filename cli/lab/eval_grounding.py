@@ -23,10 +23,10 @@ from eval.grounding.run import JUDGES, evaluate_grounding
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
 from eval.runs.runner import SCORES
+from eval.store import JsonlStore, read_jsonl
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.collections import collection_settings
-from typed_rag.store import JsonlStore, read_jsonl
 
 COLUMNS = (
     "supported_share",

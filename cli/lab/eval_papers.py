@@ -34,13 +34,13 @@ from eval.retrieval.evaluate import Builder
 from eval.retrieval.spec import Spec
 from eval.runs.manifest import read_manifest, scorer_name
 from eval.runs.runner import ANSWERS
+from eval.store import JsonlStore
 from eval.subcoverage import evaluate_subcoverage
 from eval.subcoverage.inputs import reference_items
 from typed_rag import engines
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.bm25 import BM25Index
-from typed_rag.store import JsonlStore
 
 JUDGE_TOKENS = 512
 

@@ -20,9 +20,9 @@ from eval.data.methods import parse_methods
 from eval.runs.manifest import read_manifest, scorer_name
 from eval.runs.resume import progress_bar
 from eval.runs.runner import ANSWERS
+from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore
 
 
 def register(eval_sub: argparse._SubParsersAction) -> None:

@@ -50,10 +50,10 @@ from eval.runs.manifest import scorer_name, write_manifest
 from eval.runs.refinish import splice_changed
 from eval.runs.runner import ANSWERS, EvalRunner
 from eval.runs.splice import Classify, splice
+from eval.store import read_jsonl
 from typed_rag import engines, system
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.store import read_jsonl
 from typed_rag.types import QuestionType
 
 log = logging.getLogger(__name__)

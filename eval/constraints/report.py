@@ -29,10 +29,10 @@ from eval.constraints.topics import topics_overlap
 from eval.data.labels import REPORT_TYPE_ORDER, UNLABELLED
 from eval.reports.linkage_metrics import N_BOOT, SEED, estimate
 from eval.reports.paired import ALL, diff_cells, pair_rows, row_scores
+from eval.store import JsonlStore, read_jsonl
 from typed_rag.config import Settings
 from typed_rag.constraints import mentions
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore, read_jsonl
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"

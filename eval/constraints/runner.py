@@ -43,10 +43,10 @@ from eval.runs.resume import (
     store_batch,
 )
 from eval.runs.runner import BATCH_SIZE, SCORE_BATCH_SIZE
+from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore
 from typed_rag.system import TypedRAG
 
 # Named as before the split into a package, so log lines read the same.

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from eval.context.run import ContextQuestion, reference_name
 from eval.data.wikinfqa import WikiNFQARecord
 from eval.runs.runner import ANSWERS
+from eval.store import JsonlStore
 from typed_rag.retrieval import Retriever
-from typed_rag.store import JsonlStore
 
 # Passage texts by id, for runs committed without them (eval.store_passage_text=false).
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]

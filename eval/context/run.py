@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.context.judge import CruxJudge, GradeItem
-from typed_rag.store import JsonlStore
+from eval.store import JsonlStore
 
 SUBQUESTIONS = "subquestions.jsonl"
 GRADES = "grades.jsonl"

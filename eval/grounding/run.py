@@ -28,8 +28,8 @@ from eval.grounding.measure import (
     method_row,
     verdicts_by_sentence,
 )
+from eval.store import read_jsonl
 from typed_rag.engines.base import Engine
-from typed_rag.store import read_jsonl
 
 SUMMARY = "summary.json"
 ANSWERS = "answers.jsonl"  # per (when): each measured answer's record

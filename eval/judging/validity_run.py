@@ -26,10 +26,10 @@ from eval.reports.figures import plt
 from eval.reports.linkage_metrics import N_BOOT
 from eval.runs.manifest import scorer_name
 from eval.runs.resume import progress_bar
+from eval.store import JsonlStore
 from typed_rag import engines, system
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore
 
 log = logging.getLogger(__name__)
 

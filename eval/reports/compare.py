@@ -20,8 +20,8 @@ from eval.reports.paired import pair_rows, row_scores
 from eval.runs.manifest import filled, fingerprint, read_manifest
 from eval.runs.runner import ANSWERS, SCORES
 from eval.settings import LabSettings
+from eval.store import read_jsonl
 from typed_rag.errors import UserError
-from typed_rag.store import read_jsonl
 
 # Fingerprint entries two runs must share for their verdicts to be compared ("data": the
 # graded file of an `eval run --data` run, absent for Wiki-NFQA: same references).

@@ -29,10 +29,10 @@ from eval.reports.compare import compare_runs
 from eval.reports.linkage_metrics import paired_difference
 from eval.runs.refinish import REPORT
 from eval.runs.runner import ANSWERS
+from eval.store import read_jsonl
 from typed_rag.engines.base import Engine
 from typed_rag.errors import UserError
 from typed_rag.finishing.citations import citation_share
-from typed_rag.store import read_jsonl
 
 Row = Mapping[str, Any]
 

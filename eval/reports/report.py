@@ -39,9 +39,9 @@ from eval.reports.paired import (
 )
 from eval.runs.manifest import read_manifest
 from eval.runs.runner import ANSWERS, COVERAGE, RUN_LABELS, SCORES
+from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore
 
 FIGURE = "mpr_by_type.png"
 # A verdict that never parsed is left out of the means and counted in the report ("worst"

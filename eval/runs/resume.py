@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from typed_rag.store import JsonlStore
+from eval.store import JsonlStore
 
 T = TypeVar("T")
 

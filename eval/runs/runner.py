@@ -46,9 +46,9 @@ from eval.runs.resume import (
     split_pending,
     store_batch,
 )
+from eval.store import JsonlStore
 from typed_rag.config import Settings
 from typed_rag.engines.base import Engine
-from typed_rag.store import JsonlStore
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from typing import Any
 from eval.data.routes import CLASSIFIED, label_route
 from eval.runs.manifest import _diff, filled, git_commit, read_manifest, save_manifest
 from eval.runs.runner import ANSWERS, SCORES
+from eval.store import read_jsonl, rewrite_jsonl
 from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.method_settings import ROUTE_ONLY, MethodOptions
-from typed_rag.store import read_jsonl, rewrite_jsonl
 
 Classify = Callable[[Sequence[str]], Sequence[TypePrediction | None]]
 # Fingerprint keys a splice may change: the method options and how typed-rag is routed.

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.store import JsonlStore
 from eval.subcoverage.decompose import Decomposer, SubQuestion
 from eval.subcoverage.inputs import AnswerItem, chunk_target
 from eval.subcoverage.judge import Cell, CoverageJudge, addressing_position
 from eval.subcoverage.metrics import AnswerCells
-from typed_rag.store import JsonlStore
 
 SUBQUESTIONS = "subquestions.jsonl"
 LABELS = "labels.jsonl"

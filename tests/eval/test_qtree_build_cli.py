@@ -9,9 +9,9 @@ import pytest
 
 import cli.lab.qtree
 from cli.main import main
+from eval.store import read_jsonl
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
 from typed_rag.engines.fake import FakeEngine
-from typed_rag.store import read_jsonl
 
 CONDITIONED = {
     "question_id": "given_1", "subset": "nq", "type": "REASON",

@@ -224,7 +224,7 @@ def test_cli_errors_are_clear(
 def test_report_of_a_run_in_progress_is_strict_json(tmp_path: Path, nfqa_dir: Path) -> None:
     """Answers stored, nothing scored yet: the report still renders, with nulls not NaN."""
     from eval.runs.manifest import write_manifest
-    from typed_rag.store import JsonlStore
+    from eval.store import JsonlStore
 
     settings = load_lab_settings(None)
     run_dir = tmp_path / "live"

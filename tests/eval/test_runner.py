@@ -17,11 +17,11 @@ from eval.runs.manifest import judge_identity
 from eval.runs.resume import EvalAborted
 from eval.runs.runner import ANSWERS, SCORES, EvalRunner
 from eval.settings import load_lab_settings
+from eval.store import JsonlStore
 from tests.eval.conftest import KeywordClassifier, StandInAnswerer, linkage_responder
 from typed_rag.config import Settings
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.errors import UserError
-from typed_rag.store import JsonlStore
 
 
 @pytest.fixture

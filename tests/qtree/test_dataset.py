@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from eval.store import read_jsonl
 from tests.qtree.helpers import hashed_score, qtree_responder, rule_following_outlines
 from training.qtree.dataset import (
     DATASET,
@@ -18,7 +19,6 @@ from training.qtree.summary import load_examples, summarize, write_summary
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.qtree.outlines import follows_rule, is_connected
-from typed_rag.store import read_jsonl
 
 QUESTIONS = [
     QTreeQuestion("a", "Tea: how is it made?", source="wikinfqa"),

@@ -11,7 +11,7 @@ Per question, in chunks that each go to the engine as batches:
    first of its five that yields three valid outlines), then every outline
    judged 1-5; one line per question in ``qtree.jsonl``.
 
-Each file is a :class:`~typed_rag.store.JsonlStore` keyed by question id and a
+Each file is a :class:`~eval.store.JsonlStore` keyed by question id and a
 failure is stored with its reason, so a rerun of the same folder makes no
 engine call for a question already done (or already failed).
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.judging.resample import Parsed, generate_until_parsed
+from eval.store import JsonlStore
 from training.qtree.judge import judge_outlines
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.qtree.coverage import (
@@ -45,7 +46,6 @@ from typed_rag.qtree.outlines import (
 )
 from typed_rag.qtree.prompts import instruction_messages, outline_messages, tree_messages
 from typed_rag.qtree.tree import DEPTH, WIDTH, QTree, TreeError, parse_tree, tree_schema
-from typed_rag.store import JsonlStore
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval.store import read_jsonl
 from training.qtree.dataset import DATASET, OK, TREES
-from typed_rag.store import read_jsonl
 
 SUMMARY = "summary.json"
 
