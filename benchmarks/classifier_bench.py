@@ -40,23 +40,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from training.classifier.calibration import expected_calibration_error, fit_temperature
 from training.classifier.crossval import cross_validate, paired_difference
-from training.classifier.finetune import fine_tune
+from training.classifier.data import read_nfcats_csv, split_path
+from training.classifier.finetune import FineTuneConfig, fine_tune
+from training.classifier.head import HeadConfig, train_head
+from training.classifier.lexical import fit_vocabulary, train_linear
+from training.classifier.metrics import classification_report
 from training.classifier.timing import speed
 from training.classifier.train import GRID
-from typed_rag.classifier.data import read_nfcats_csv, split_path
-from typed_rag.classifier.finetune import FineTuneConfig, logits_of
-from typed_rag.classifier.head import (
-    HeadConfig,
-    ensemble_logits,
-    expected_calibration_error,
-    fit_temperature,
-    softmax,
-    train_head,
-)
+from typed_rag.classifier.finetune import logits_of
+from typed_rag.classifier.head import ensemble_logits, softmax
 from typed_rag.classifier.head import logits_of as head_logits
-from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
-from typed_rag.classifier.metrics import classification_report
+from typed_rag.classifier.lexical import linear_logits
 from typed_rag.config import load_settings
 from typed_rag.encoder import embed_questions, load_sentence_model
 from typed_rag.models import ensure_model
@@ -132,7 +128,7 @@ class Bench:
         if inputs == "mpnet":
             parts.append(self.embeddings("all-mpnet-base-v2"))
         if inputs in ("lex", "emb+lex"):
-            parts.append(Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions))
+            parts.append(fit_vocabulary([self.questions[i] for i in fit]).transform(self.questions))
         x, y = np.hstack(parts), self.labels
         runs = [
             train_head(x[fit], y[fit], x[select], y[select],
@@ -152,7 +148,7 @@ class Bench:
 
     def lexlin(self, fit: np.ndarray, select: np.ndarray, test: np.ndarray, power: float) -> Probs:
         """Logistic regression on TF-IDF features learnt from ``fit``; L2 chosen on ``select``."""
-        x = Vocabulary.fit([self.questions[i] for i in fit]).transform(self.questions)
+        x = fit_vocabulary([self.questions[i] for i in fit]).transform(self.questions)
         y = self.labels
         model, l2 = train_linear(x[fit], y[fit], x[select], y[select], power=power)
         z_sel = linear_logits(model, x[select])

@@ -7,10 +7,10 @@ import argparse
 import json
 from pathlib import Path
 
+from training.classifier.data import read_nfcats_csv, split_path
+from training.classifier.metrics import format_confidence_table, format_report
 from typed_rag.classifier import build_classifier
 from typed_rag.classifier.base import BATCH_SIZE
-from typed_rag.classifier.data import read_nfcats_csv, split_path
-from typed_rag.classifier.metrics import format_confidence_table, format_report
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 

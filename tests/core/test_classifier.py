@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from training.classifier.calibration import fit_temperature, nll
+from training.classifier.data import read_nfcats_csv
+from training.classifier.head import HeadConfig, class_weights, train_head
+from training.classifier.metrics import classification_report, confidence_table, format_report
 from typed_rag.classifier import build_classifier
-from typed_rag.classifier.data import read_nfcats_csv
 from typed_rag.classifier.embedding_head import (
     ARTEFACT_NAME,
     EmbeddingHeadClassifier,
@@ -18,16 +21,7 @@ from typed_rag.classifier.embedding_head import (
     load_artefact,
     save_artefact,
 )
-from typed_rag.classifier.head import (
-    HeadConfig,
-    MLPHead,
-    class_weights,
-    fit_temperature,
-    nll,
-    softmax,
-    train_head,
-)
-from typed_rag.classifier.metrics import classification_report, confidence_table, format_report
+from typed_rag.classifier.head import MLPHead, softmax
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS, QuestionType
@@ -274,11 +268,12 @@ def test_train_if_missing_keeps_a_matching_artefact_and_retrains_otherwise(
 
 
 def test_lexical_features_mark_openers_and_pairs() -> None:
-    from typed_rag.classifier.lexical import Vocabulary, features
+    from training.classifier.lexical import fit_vocabulary
+    from typed_rag.classifier.lexical import features
 
     f = features("What's the DIFFERENCE between tea and coffee?")
     assert {"^what's", "^what's the", "difference between", "tea", "?"} <= f
-    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    vocab = fit_vocabulary(["why is it", "why not", "how to do it", "how to"], min_df=2)
     assert set(vocab.terms) == {"why", "^why", "how", "to", "how to", "^how", "^how to", "it"}
     x = vocab.transform(["Why", "how to", "nothing known"])
     assert x.shape == (3, len(vocab.terms))
@@ -287,10 +282,11 @@ def test_lexical_features_mark_openers_and_pairs() -> None:
 
 
 def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) -> None:
+    from training.classifier.lexical import fit_vocabulary
     from typed_rag.classifier.embedding_head import load_artefact_with_lexical
-    from typed_rag.classifier.lexical import LexicalPart, LinearModel, Vocabulary
+    from typed_rag.classifier.lexical import LexicalPart, LinearModel
 
-    vocab = Vocabulary.fit(["why is it", "why not", "how to do it", "how to"], min_df=2)
+    vocab = fit_vocabulary(["why is it", "why not", "how to do it", "how to"], min_df=2)
     torch.manual_seed(0)
     head = MLPHead(26, 8).eval()
     lexical = LinearModel(len(vocab.terms))
@@ -320,22 +316,24 @@ def test_classifier_with_lexical_model_round_trips_and_combines(tmp_path: Path) 
 
 
 def test_richer_features_add_trigrams_and_closing_words() -> None:
-    from typed_rag.classifier.lexical import Vocabulary, features, features_plus
+    from training.classifier.lexical import fit_vocabulary
+    from typed_rag.classifier.lexical import features, features_plus
 
     q = "Which is better for beginners, tea or coffee?"
     plus = features_plus(q)
     assert features(q) < plus
     assert {"^which is better", "or coffee ?$", "?$", "tea or coffee"} <= plus
     qs = ["is tea better?", "is coffee better?", "why is tea hot"]
-    vocab = Vocabulary.fit(qs, min_df=2, feature_set="plus")
+    vocab = fit_vocabulary(qs, min_df=2, feature_set="plus")
     assert "better ?$" in vocab.terms and vocab.feature_set == "plus"
     assert vocab.transform(["is milk better?"])[0, vocab.terms.index("better ?$")] > 0
     with pytest.raises(UserError, match="unknown lexical feature set 'chars'"):
-        Vocabulary.fit(qs, feature_set="chars")
+        fit_vocabulary(qs, feature_set="chars")
 
 
 def test_linear_model_learns_cue_words() -> None:
-    from typed_rag.classifier.lexical import Vocabulary, linear_logits, train_linear
+    from training.classifier.lexical import fit_vocabulary, train_linear
+    from typed_rag.classifier.lexical import linear_logits
 
     cues = ["why", "how", "best", "difference"]
     rng = np.random.default_rng(0)
@@ -347,7 +345,7 @@ def test_linear_model_learns_cue_words() -> None:
 
     q_tr, y_tr = make(20)
     q_va, y_va = make(5)
-    vocab = Vocabulary.fit(q_tr)
+    vocab = fit_vocabulary(q_tr)
     model, l2 = train_linear(vocab.transform(q_tr), y_tr, vocab.transform(q_va), y_va, steps=100)
     pred = linear_logits(model, vocab.transform(q_va)).argmax(axis=1)
     assert (pred == y_va).mean() == 1.0 and l2 in (1e-5, 1e-4, 1e-3)

@@ -21,19 +21,18 @@ from training.classifier.crossval import (
     stratified_folds,
     stratified_split,
 )
-from training.classifier.finetune import fine_tune
+from training.classifier.finetune import FineTuneConfig, fine_tune
+from training.classifier.metrics import classification_report
 from typed_rag.classifier import build_classifier, restrict
 from typed_rag.classifier.base import TypeClassifier
 from typed_rag.classifier.finetune import (
     ARTEFACT_NAME,
-    FineTuneConfig,
     FineTunedClassifier,
     FineTunedMeta,
     load_artefact,
     read_meta,
     save_artefact,
 )
-from typed_rag.classifier.metrics import classification_report
 from typed_rag.config import load_settings
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS, QuestionType

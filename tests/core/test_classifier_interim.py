@@ -19,13 +19,13 @@ import torch
 import typed_rag.classifier.embedding_head as embedding_head
 from tests.core import test_classifier as head_tests
 from tests.core import test_classifier_finetune as finetune_tests
+from training.classifier.finetune import base_model
 from typed_rag.classifier import build_classifier, interim
 from typed_rag.classifier.embedding_head import EmbeddingHeadClassifier, HeadMeta
 from typed_rag.classifier.finetune import (
     ARTEFACT_NAME,
     FineTunedClassifier,
     FineTunedMeta,
-    base_model,
     save_artefact,
 )
 from typed_rag.classifier.head import MLPHead

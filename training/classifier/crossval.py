@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from typed_rag.classifier.head import expected_calibration_error
-from typed_rag.classifier.metrics import Report, classification_report
+from training.classifier.calibration import expected_calibration_error
+from training.classifier.metrics import Report, classification_report
 from typed_rag.types import LABELS
 
 # recipe(fit, select, test) -> calibrated probabilities (len(test), 8); index arrays

@@ -20,17 +20,38 @@ import numpy as np
 import torch
 from torch import nn
 
-from typed_rag.classifier.finetune import (
-    FineTuneConfig,
-    FineTunedModel,
-    base_model,
-    logits_of,
-    tokenize_questions,
-)
-from typed_rag.classifier.head import class_weights
-from typed_rag.classifier.metrics import classification_report
+from training.classifier.head import class_weights
+from training.classifier.metrics import classification_report
+from typed_rag.classifier.finetune import FineTunedModel, logits_of, tokenize_questions
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS
+
+
+@dataclass(frozen=True)
+class FineTuneConfig:
+    """Hyper-parameters of one fine-tuning run (the defaults were chosen on NF-CATS valid)."""
+
+    lr: float = 8e-5
+    head_lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.06  # share of steps with a linear warm-up, then linear decay to 0
+    epochs: int = 4
+    batch_size: int = 32
+    max_length: int = 64
+    dropout: float = 0.1
+    class_weight_power: float = 0.5  # (N / n_c) ** power, as in the embedding head
+    # Train only the top N transformer layers (0: all, end to end). The frozen lower
+    # layers then run once per question, not once per epoch, so training is faster.
+    train_layers: int = 0
+    threads: int = 2
+    # Where training runs ("cpu", or "cuda" for quick experiments on a lent GPU); the model
+    # comes back on this device.
+    device: str = "cpu"
+    # Fine-tune this many times from the same start (the same head initialisation), each
+    # with its own data order and dropout, and average the weights ("model soup"): the
+    # variance of one run, large on the rare types, without the cost of an ensemble at
+    # inference. 1: one run.
+    soup: int = 1
 
 
 @dataclass
@@ -43,6 +64,24 @@ class FineTuneResult:
     cpu_seconds: float = 0.0  # CPU time of all threads: the wall time on an idle machine x threads
     # Of a soup (``FineTuneConfig.soup`` > 1): each member's weights, in order.
     members: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+
+def base_model(folder: Path, dropout: float) -> tuple[FineTunedModel, Any, dict[str, Any]]:
+    """The pre-trained encoder in ``folder`` with a fresh head, its tokenizer and its config."""
+    from transformers import AutoModel, AutoTokenizer  # heavy: transformers
+
+    try:
+        encoder = AutoModel.from_pretrained(str(folder), add_pooling_layer=False)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{folder}: cannot load a transformers encoder to fine-tune: {exc}"
+        ) from exc
+    hidden = int(encoder.config.hidden_size)
+    config = encoder.config.to_dict()
+    for key in ("id2label", "label2id"):  # the encoder's, not ours: the labels are in the meta
+        config.pop(key, None)
+    return FineTunedModel(encoder, hidden, len(LABELS), dropout), tokenizer, config
 
 
 def average_states(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

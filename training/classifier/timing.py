@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from training.classifier.data import read_nfcats_csv, split_path
 from typed_rag.classifier import build_classifier
-from typed_rag.classifier.data import read_nfcats_csv, split_path
 from typed_rag.config import load_settings
 
 

@@ -20,25 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from training.classifier.finetune import fine_tune
+from training.classifier.calibration import expected_calibration_error, fit_temperature, nll
+from training.classifier.data import LabelledQuestions, read_nfcats_csv, split_path
+from training.classifier.finetune import FineTuneConfig, fine_tune
+from training.classifier.head import HeadConfig, TrainedHead, train_head
+from training.classifier.lexical import train_lexical_part
+from training.classifier.metrics import Report, classification_report, confidence_table
 from typed_rag.classifier.base import BATCH_SIZE, TypeClassifier
-from typed_rag.classifier.data import LabelledQuestions, read_nfcats_csv, split_path
 from typed_rag.classifier.embedding_head import METRICS_NAME, HeadMeta, artefact_path, save_artefact
-from typed_rag.classifier.finetune import FineTuneConfig, FineTunedMeta
+from typed_rag.classifier.finetune import FineTunedMeta
 from typed_rag.classifier.finetune import artefact_path as finetuned_artefact_path
 from typed_rag.classifier.finetune import save_artefact as save_finetuned
-from typed_rag.classifier.head import (
-    HeadConfig,
-    TrainedHead,
-    expected_calibration_error,
-    fit_temperature,
-    logits_of,
-    nll,
-    softmax,
-    train_head,
-)
-from typed_rag.classifier.lexical import LexicalPart, train_lexical_part
-from typed_rag.classifier.metrics import Report, classification_report, confidence_table
+from typed_rag.classifier.head import logits_of, softmax
+from typed_rag.classifier.lexical import LexicalPart
 from typed_rag.config import Settings
 from typed_rag.encoder import embed_questions, load_sentence_model
 from typed_rag.models import ensure_model

@@ -10,6 +10,8 @@ words; ``max_length`` 64 tokens truncates < 1%).
 The artefact is one safetensors file, ``<classifier_dir>/type_finetuned.safetensors``:
 encoder and head weights, and in its metadata the encoder config, the base
 model (whose tokenizer is used), label order, temperature and valid metrics.
+Fine-tuning (its hyper-parameters, the pre-trained encoder it starts from) is
+:mod:`training.classifier.finetune`.
 """
 
 from __future__ import annotations
@@ -38,33 +40,6 @@ log = logging.getLogger(__name__)
 
 ARTEFACT_NAME = "type_finetuned.safetensors"
 FORMAT = "typed-rag/type-finetuned/1"
-
-
-@dataclass(frozen=True)
-class FineTuneConfig:
-    """Hyper-parameters of one fine-tuning run (the defaults were chosen on NF-CATS valid)."""
-
-    lr: float = 8e-5
-    head_lr: float = 2e-3
-    weight_decay: float = 0.01
-    warmup: float = 0.06  # share of steps with a linear warm-up, then linear decay to 0
-    epochs: int = 4
-    batch_size: int = 32
-    max_length: int = 64
-    dropout: float = 0.1
-    class_weight_power: float = 0.5  # (N / n_c) ** power, as in the embedding head
-    # Train only the top N transformer layers (0: all, end to end). The frozen lower
-    # layers then run once per question, not once per epoch, so training is faster.
-    train_layers: int = 0
-    threads: int = 2
-    # Where training runs ("cpu", or "cuda" for quick experiments on a lent GPU); the model
-    # comes back on this device.
-    device: str = "cpu"
-    # Fine-tune this many times from the same start (the same head initialisation), each
-    # with its own data order and dropout, and average the weights ("model soup"): the
-    # variance of one run, large on the rare types, without the cost of an ensemble at
-    # inference. 1: one run.
-    soup: int = 1
 
 
 @dataclass
@@ -114,24 +89,6 @@ def _encoder_from_config(config_dict: dict[str, Any]) -> tuple[nn.Module, int]:
         raise UserError("classifier artefact: encoder config has no model_type")
     config = AutoConfig.for_model(model_type, **cfg)
     return AutoModel.from_config(config, add_pooling_layer=False), int(config.hidden_size)
-
-
-def base_model(folder: Path, dropout: float) -> tuple[FineTunedModel, Any, dict[str, Any]]:
-    """The pre-trained encoder in ``folder`` with a fresh head, its tokenizer and its config."""
-    from transformers import AutoModel, AutoTokenizer  # heavy: transformers
-
-    try:
-        encoder = AutoModel.from_pretrained(str(folder), add_pooling_layer=False)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{folder}: cannot load a transformers encoder to fine-tune: {exc}"
-        ) from exc
-    hidden = int(encoder.config.hidden_size)
-    config = encoder.config.to_dict()
-    for key in ("id2label", "label2id"):  # the encoder's, not ours: the labels are in the meta
-        config.pop(key, None)
-    return FineTunedModel(encoder, hidden, len(LABELS), dropout), tokenizer, config
 
 
 def save_artefact(

@@ -1,43 +1,21 @@
-"""The trained part of the embedding classifier: a one-hidden-layer MLP over sentence embeddings.
+"""The trained part of the embedding classifier: a one-hidden-layer MLP over sentence embeddings,
+and the softmax and geometric mean that turn its logits (and a lexical part's) into probabilities.
 
 Why an MLP and not logistic regression: with the same lower-cased MiniLM
 embeddings, the best multinomial logistic regression (C searched on valid,
 with and without balanced class weights) reached macro-F1 0.745 on NF-CATS
-valid; this head reaches 0.800. Training is seconds on an idle CPU, fully
-seeded, and early-stopped on valid macro-F1. Class weights
-``(N / n_c) ** power`` lift the rare types (COMPARISON has 54 training
-rows) without overwhelming the common ones.
+valid; this head reaches 0.800. Its training is :mod:`training.classifier.head`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from typed_rag.classifier.metrics import classification_report
 from typed_rag.types import LABELS
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class HeadConfig:
-    """Hyper-parameters of one head; the grid in training varies ``hidden`` and ``class_weight_power``."""
-
-    hidden: int = 256
-    dropout: float = 0.3
-    input_dropout: float = 0.1
-    weight_decay: float = 0.01
-    class_weight_power: float = 0.5
-    lr: float = 1e-3
-    batch_size: int = 64
-    max_epochs: int = 60
-    patience: int | None = None  # stop after this many epochs without a better valid macro-F1
 
 
 class MLPHead(nn.Module):
@@ -62,95 +40,11 @@ class MLPHead(nn.Module):
         return self.out(self.dropout(self.act(self.hidden(self.input_dropout(x)))))
 
 
-def class_weights(labels: np.ndarray, power: float, n_labels: int = len(LABELS)) -> torch.Tensor:
-    """``(N / n_c) ** power`` normalised to mean 1; power 0 gives plain cross-entropy."""
-    counts = np.bincount(labels, minlength=n_labels).astype(np.float64)
-    counts = np.maximum(counts, 1.0)
-    w = (counts.sum() / counts) ** power
-    return torch.tensor(w / w.mean(), dtype=torch.float32)
-
-
-@dataclass
-class TrainedHead:
-    model: MLPHead
-    config: HeadConfig
-    best_epoch: int
-    valid_macro_f1: float
-    valid_accuracy: float
-
-
 def logits_of(model: MLPHead, x: np.ndarray) -> np.ndarray:
     """Eval-mode logits for a batch of embeddings."""
     model.eval()
     with torch.no_grad():
         return model(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
-
-
-def train_head(
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_valid: np.ndarray,
-    y_valid: np.ndarray,
-    config: HeadConfig,
-    seed: int,
-    on_epoch: Callable[[int, float, float], None] | None = None,
-) -> TrainedHead:
-    """Train with AdamW, keep the epoch with the best valid macro-F1 (ties: the earlier one).
-
-    Runs on one CPU thread: the matrices are small, and a thread pool only
-    adds synchronisation (many times slower on a busy machine).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train_head(x_train, y_train, x_valid, y_valid, config, seed, on_epoch)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train_head(
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_valid: np.ndarray,
-    y_valid: np.ndarray,
-    config: HeadConfig,
-    seed: int,
-    on_epoch: Callable[[int, float, float], None] | None,
-) -> TrainedHead:
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    model = MLPHead(
-        x_train.shape[1], config.hidden, dropout=config.dropout, input_dropout=config.input_dropout
-    )
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    loss_fn = nn.CrossEntropyLoss(weight=class_weights(y_train, config.class_weight_power))
-    xt = torch.from_numpy(np.ascontiguousarray(x_train, dtype=np.float32))
-    yt = torch.from_numpy(np.asarray(y_train, dtype=np.int64))
-    best_state: dict[str, torch.Tensor] | None = None
-    best = (-1.0, 0.0, 0)
-    for epoch in range(1, config.max_epochs + 1):
-        model.train()
-        order = torch.randperm(len(xt), generator=gen)
-        for start in range(0, len(order), config.batch_size):
-            idx = order[start : start + config.batch_size]
-            opt.zero_grad()
-            loss_fn(model(xt[idx]), yt[idx]).backward()
-            opt.step()
-        pred = logits_of(model, x_valid).argmax(axis=1)
-        report = classification_report(y_valid, pred)
-        if on_epoch is not None:
-            on_epoch(epoch, report.macro_f1, report.accuracy)
-        if report.macro_f1 > best[0]:
-            best = (report.macro_f1, report.accuracy, epoch)
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        elif config.patience is not None and epoch - best[2] >= config.patience:
-            break
-    assert best_state is not None
-    model.load_state_dict(best_state)
-    model.eval()
-    return TrainedHead(
-        model, config, best_epoch=best[2], valid_macro_f1=best[0], valid_accuracy=best[1]
-    )
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -168,47 +62,3 @@ def ensemble_logits(probabilities: Sequence[np.ndarray]) -> np.ndarray:
 def combine(probabilities: Sequence[np.ndarray], temperature: float) -> np.ndarray:
     """Geometric mean of calibrated probabilities, softmaxed with ``temperature``."""
     return softmax(ensemble_logits(probabilities), temperature)
-
-
-def nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:
-    p = softmax(logits, temperature)[np.arange(len(labels)), labels]
-    return float(-np.log(np.maximum(p, 1e-12)).mean())
-
-
-def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Temperature scaling: the T in [0.05, 20] minimising valid NLL (golden-section on log T).
-
-    One scalar, so the ranking of types never changes; only the probabilities,
-    and with them what ``min_confidence`` means, do.
-    """
-    lo, hi = np.log(0.05), np.log(20.0)
-    ratio = (np.sqrt(5.0) - 1) / 2
-
-    def f(log_t: float) -> float:
-        return nll(logits, labels, float(np.exp(log_t)))
-
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = f(a), f(b)
-    for _ in range(80):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = f(b)
-    return float(np.exp((lo + hi) / 2))
-
-
-def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int = 10) -> float:
-    """ECE over equal-width confidence bins: how far top-1 probability is from accuracy."""
-    top = probs.max(axis=1)
-    correct = probs.argmax(axis=1) == labels
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    ece = 0.0
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        mask = (top > lo) & (top <= hi)
-        if mask.any():
-            ece += mask.mean() * abs(top[mask].mean() - correct[mask].mean())
-    return float(ece)

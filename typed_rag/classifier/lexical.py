@@ -6,14 +6,13 @@ trained for topical similarity blurs. A small vocabulary learnt from the
 training questions costs nothing at inference and travels in the artefact's
 metadata as plain JSON. :class:`LexicalPart` is the logistic regression on
 them, calibrated and joined to another model's probabilities (the embedding
-head's or the fine-tuned encoder's).
+head's or the fine-tuned encoder's). Learning the vocabulary and training the
+regression is :mod:`training.classifier.lexical`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,14 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from typed_rag.classifier.head import (
-    class_weights,
-    combine,
-    ensemble_logits,
-    fit_temperature,
-    softmax,
-)
-from typed_rag.classifier.metrics import classification_report
+from typed_rag.classifier.head import combine, softmax
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS
 
@@ -88,24 +80,6 @@ class Vocabulary:
     idf: list[float]
     feature_set: str = "base"
 
-    @classmethod
-    def fit(
-        cls,
-        questions: Sequence[str],
-        max_terms: int = 4000,
-        min_df: int = 2,
-        feature_set: str = "base",
-    ) -> Vocabulary:
-        """The ``max_terms`` features seen in most questions (at least ``min_df``), by df."""
-        extract = feature_function(feature_set)
-        df: Counter[str] = Counter()
-        for q in questions:
-            df.update(extract(q))
-        kept = sorted((t for t, c in df.items() if c >= min_df), key=lambda t: (-df[t], t))
-        kept = kept[:max_terms]
-        n = len(questions)
-        return cls(kept, [math.log((1 + n) / (1 + df[t])) + 1.0 for t in kept], feature_set)
-
     @cached_property
     def _lookup(self) -> tuple[dict[str, int], np.ndarray, Callable[[str], set[str]]]:
         index = {t: i for i, t in enumerate(self.terms)}
@@ -133,43 +107,6 @@ class LinearModel(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mm = torch.sparse.mm(x, self.weight) if x.is_sparse else x @ self.weight
         return mm + self.bias
-
-
-def _sparse(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to_sparse()
-
-
-def train_linear(
-    x_fit: np.ndarray,
-    y_fit: np.ndarray,
-    x_sel: np.ndarray,
-    y_sel: np.ndarray,
-    l2_grid: Sequence[float] = (1e-5, 1e-4, 1e-3),
-    power: float = 0.5,
-    steps: int = 300,
-    lr: float = 0.1,
-) -> tuple[LinearModel, float]:
-    """Full-batch Adam on class-weighted cross-entropy + L2; the L2 with the best macro-F1 on
-    the select part wins. Deterministic (zero init, full batch). Returns the model and its L2."""
-    xf, yf = _sparse(x_fit), torch.from_numpy(np.asarray(y_fit, dtype=np.int64))
-    xs = torch.from_numpy(np.ascontiguousarray(x_sel, dtype=np.float32))
-    loss_fn = torch.nn.CrossEntropyLoss(weight=class_weights(np.asarray(y_fit), power))
-    best: tuple[float, LinearModel | None, float] = (-1.0, None, 0.0)
-    for l2 in l2_grid:
-        model = LinearModel(x_fit.shape[1])
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        for _ in range(steps):
-            opt.zero_grad()
-            loss = loss_fn(model(xf), yf) + l2 * model.weight.pow(2).sum()
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            pred = model(xs).argmax(dim=1).numpy()
-        f1 = classification_report(y_sel, pred).macro_f1
-        if f1 > best[0]:
-            best = (f1, model, l2)
-    assert best[1] is not None
-    return best[1].eval(), best[2]
 
 
 def linear_logits(model: LinearModel, x: np.ndarray) -> np.ndarray:
@@ -232,35 +169,3 @@ def add_to_artefact(
     if part is not None:
         tensors |= part.tensors(TENSOR_PREFIX)
         fields["lexical"] = part.meta()
-
-
-def train_lexical_part(
-    train_q: Sequence[str],
-    train_y: np.ndarray,
-    valid_q: Sequence[str],
-    valid_y: np.ndarray,
-    other_valid: np.ndarray,
-    feature_set: str = "base",
-    max_terms: int = 4000,
-    power: float = 1.0,
-) -> tuple[LexicalPart, np.ndarray]:
-    """Fit the vocabulary and the regression on train (L2 chosen on valid), its temperature on
-    valid, and the temperature of its geometric mean with ``other_valid`` (the other model's
-    calibrated valid probabilities). Returns the part and the joined valid logits (before
-    the ensemble temperature)."""
-    vocab = Vocabulary.fit(train_q, max_terms=max_terms, feature_set=feature_set)
-    x_va = vocab.transform(valid_q)
-    model, l2 = train_linear(vocab.transform(train_q), train_y, x_va, valid_y, power=power)
-    z = linear_logits(model, x_va)
-    t_lex = fit_temperature(z, valid_y)
-    alone = softmax(z, t_lex)
-    joined = ensemble_logits([other_valid, alone])
-    t_ens = fit_temperature(joined, valid_y)
-    info = {
-        "l2": l2,
-        "class_weight_power": power,
-        "max_terms": max_terms,
-        "valid_macro_f1_alone": classification_report(valid_y, z.argmax(axis=1)).macro_f1,
-    }
-    part = LexicalPart(vocab, model, t_lex, t_ens, info)
-    return part, joined
