@@ -122,12 +122,6 @@ class TypedRAG:
             classifier = None
         return cls(settings, engine, retriever, reranker, classifier)
 
-    def with_method_profile(self, profile: str) -> TypedRAG:
-        """The same components answering with another ``method.profile`` (an evaluation
-        compares method variants on one engine, index and classifier)."""
-        settings = self.settings.with_section("method", profile=profile)
-        return TypedRAG(settings, self.engine, self.retriever, self.reranker, self.classifier)
-
     async def start(self) -> None:
         await self.engine.start()
 

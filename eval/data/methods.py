@@ -12,6 +12,7 @@ from typing import Any
 
 from typed_rag.errors import UserError
 from typed_rag.method_settings import METHOD_PROFILES, MethodSettings
+from typed_rag.system import TypedRAG
 
 # typed-rag answers with the default profile; every other profile is a variant.
 DEFAULT_PROFILE: str = MethodSettings.model_fields["profile"].default
@@ -43,7 +44,19 @@ def mode_of(method: str) -> str:
     return method.split("@", 1)[0]
 
 
+def with_method_profile(rag: TypedRAG, profile: str) -> TypedRAG:
+    """The same components answering with another ``method.profile`` (an evaluation
+    compares method variants on one engine, index and classifier)."""
+    settings = rag.settings.with_section("method", profile=profile)
+    return TypedRAG(settings, rag.engine, rag.retriever, rag.reranker, rag.classifier)
+
+
 def answerer_for(answerer: Any, method: str) -> Any:
-    """The answerer of ``method``: a variant answers with its own method profile."""
+    """The answerer of ``method``: a variant answers with its own method profile (a TypedRAG
+    through :func:`with_method_profile`; a stand-in answerer, its own ``with_method_profile``)."""
     _, _, profile = method.partition("@")
-    return answerer.with_method_profile(profile) if profile else answerer
+    if not profile:
+        return answerer
+    if isinstance(answerer, TypedRAG):
+        return with_method_profile(answerer, profile)
+    return answerer.with_method_profile(profile)

@@ -12,6 +12,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from eval.data.methods import with_method_profile
 from tests.core.conftest import EmptyRetriever
 from typed_rag.config import load_settings
 from typed_rag.engines.base import ChatRequest
@@ -133,7 +134,7 @@ async def test_paper_aggregator_sees_no_passages_and_no_guidance(make_rag) -> No
 async def test_a_method_profile_view_shares_the_components(make_rag) -> None:
     """An evaluation's ``typed-rag@fast`` answers with the profile on the same parts."""
     rag, engine = make_rag(scripted_responder({"sub_query_plan": PLAN}))
-    fast = rag.with_method_profile("fast")
+    fast = with_method_profile(rag, "fast")
     assert fast.engine is engine and fast.retriever is rag.retriever
     assert fast.settings.method.options().answer_shapes
     assert not rag.settings.method.options().answer_shapes  # the original is unchanged

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
+from eval.data.methods import with_method_profile
 from tests.core.conftest import MemoryRetriever, OverlapReranker
 from typed_rag.config import DEFAULT_HOME, Settings, load_settings
 from typed_rag.system import TypedRAG
@@ -89,7 +90,7 @@ async def test_every_type_end_to_end(real_rag: TypedRAG, qtype: T) -> None:
 
 
 async def test_paper_profile_generates_sub_answers_on_the_real_engine(real_rag: TypedRAG) -> None:
-    paper = real_rag.with_method_profile("paper")
+    paper = with_method_profile(real_rag, "paper")
     result = await paper.answer(QUESTIONS[T.REASON], force_type=T.REASON)
     if "sub_queries" in result.plan:
         assert [c.step for c in result.calls if c.ok][-1] == "aggregate"
