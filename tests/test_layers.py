@@ -49,6 +49,28 @@ SUB_LAYERS: dict[str, tuple[str, ...]] = {
     "typed_rag.finishing": ("typed_rag.pipelines", "typed_rag.system", "typed_rag.engines"),
     "typed_rag.classifier": ("typed_rag.pipelines", "typed_rag.system"),
 }
+# What the lab defines and the runtime must not (issue 78: the runtime holds no lab code):
+# classifier training, calibration and its metrics (training.classifier), the NF-CATS files
+# it reads, and the resumable JSONL records of runs (eval.store).
+LAB_ONLY = frozenset(
+    {
+        "train_head",
+        "train_linear",
+        "train_lexical_part",
+        "fit_vocabulary",
+        "fit_temperature",
+        "expected_calibration_error",
+        "class_weights",
+        "classification_report",
+        "read_nfcats_csv",
+        "HeadConfig",
+        "FineTuneConfig",
+        "JsonlStore",
+        "read_jsonl",
+        "rewrite_jsonl",
+        "with_method_profile",
+    }
+)
 
 
 def module_name(path: Path) -> str:
@@ -178,3 +200,17 @@ def test_only_the_entry_point_reaches_the_lab() -> None:
         if area(m) in RUNTIME and any(area(t) == LAB_CLI for t in targets)
     }
     assert reaching == {"cli.main"}
+
+
+def test_the_runtime_defines_no_lab_code() -> None:
+    """No function, method or class of the runtime has a name of :data:`LAB_ONLY`."""
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}"
+        for area_ in RUNTIME
+        for path in sorted((ROOT / area_).rglob("*.py"))
+        if area(module_name(path)) != LAB_CLI
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.name in LAB_ONLY
+    ]
+    assert not found, "lab code in the runtime:\n" + "\n".join(found)
