@@ -12,8 +12,9 @@ from pathlib import Path
 from eval.data import devset
 from eval.data.wikinfqa import load_wikinfqa
 from eval.runs.resume import progress_bar
-from eval.store import JsonlStore
+from eval.store import JsonlStore, read_jsonl, rewrite_jsonl
 from typed_rag import engines
+from typed_rag.classifier import build_classifier
 from typed_rag.config import Settings
 from typed_rag.errors import UserError
 from typed_rag.retrieval.collections import WIKI, collection_dir, open_collection
@@ -46,6 +47,15 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--unanswerable", type=int, default=24, help="questions from --unanswerable-from"
     )
+    p.add_argument(
+        "--confirm-types",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep a question only where the classifier (settings' classifier.kind, confident "
+        "above classifier.min_confidence) gives it the type it was asked as; ask again "
+        f"otherwise, up to {devset.ATTEMPTS} times (default: on over Wikipedia, off over a "
+        "--collection). Records already written without a check are checked first",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_devset)
 
@@ -70,6 +80,21 @@ def _sources(
         store.close()
 
 
+def tried_path(out: Path) -> Path:
+    """Where the ids of the passages given up on are kept, beside the questions."""
+    return out.with_name(out.stem + ".dropped.jsonl")
+
+
+def _confirming(args: argparse.Namespace) -> bool:
+    return not args.collection if args.confirm_types is None else args.confirm_types
+
+
+def _confirm(settings: Settings) -> devset.Confirm:
+    classifier = build_classifier(settings)
+    threshold = settings.classifier.min_confidence
+    return lambda questions: classifier.predict(questions, min_confidence=threshold)
+
+
 def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
     if args.n < 2 or args.batch < 2:
         raise UserError("--n and --batch must be at least 2 (grade 0 is another question's answer)")
@@ -87,8 +112,18 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
         # First: they are few, and a stopped run can already measure declines.
         sources = [dataclasses.replace(s, answerable=False) for s in outside] + sources
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    confirm = _confirm(settings) if _confirming(args) else None
+    if confirm is not None and args.out.exists():
+        kept, unconfirmed = devset.recheck(read_jsonl(args.out), confirm)
+        if unconfirmed:
+            rewrite_jsonl(args.out, kept)
+            print(f"{len(unconfirmed)} written questions not confirmed: asked again")
     out = JsonlStore(args.out, key=lambda r: str(r["id"]))
-    todo = devset.batches(sources, args.batch, (str(r["id"]) for r in out))
+    # Passages tried and given up on (no usable or confirmed question), so a resumed run
+    # does not ask them again.
+    tried = JsonlStore(tried_path(args.out), key=lambda r: str(r["id"]))
+    done = [*(str(r["id"]) for r in out), *(str(r["id"]) for r in tried)]
+    todo = devset.batches(sources, args.batch, done)
 
     async def write() -> None:
         engine = engines.build_engine(settings)
@@ -96,7 +131,12 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
         bar = progress_bar(sum(map(len, todo)), "devset", not args.no_progress)
         try:
             for batch in todo:
-                out.append(await devset.write_batch(engine.generate, batch, corpus))
+                records = await devset.write_batch(engine.generate, batch, corpus, confirm)
+                out.append(records)
+                written = {str(r["id"]) for r in records}
+                tried.append(
+                    {"id": rid} for s in batch if (rid := devset.record_id(s)) not in written
+                )
                 bar.update(len(batch))
         finally:
             bar.close()
@@ -110,7 +150,8 @@ def cmd_devset(args: argparse.Namespace, settings: Settings) -> int:
     print(
         json.dumps(
             {"file": str(args.out), "questions": len(out), "passages": len(sources),
-             "excluded_titles": len(excluded), "by_type": counts},
+             "dropped_passages": len(tried), "excluded_titles": len(excluded),
+             "types_confirmed": confirm is not None, "by_type": counts},
             indent=1,
         )
     )  # fmt: skip

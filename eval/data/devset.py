@@ -9,7 +9,11 @@ passages by the local model, in the graded format of ``eval run --data``
   from an article that BM25 ranks in the top 20 for any Wiki-NFQA question (so no dev
   question is about what a Wiki-NFQA question asks about);
 - each passage gets one question of a non-factoid type, the types taken in turn, so the set
-  is balanced by type and each question routes by its ``type``;
+  is balanced by type and each question routes by its ``type``; with a classifier to
+  confirm it (``confirm``, the fine-tuned one over Wikipedia), a question the classifier
+  does not give that type (confidently) is asked again, sampled with a new seed, and its
+  passage is dropped after :data:`ATTEMPTS` tries, so a "DEBATE" question is one the
+  server would route as DEBATE;
 - its references are graded by how they were made, not by a judge: 3 a complete answer
   written from the passage, 2 a one-sentence answer from the passage (right but partial),
   1 a short reply written without the passage (asked to stay vague; the model's own view,
@@ -35,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typed_rag.classifier.base import TypePrediction
 from typed_rag.engines.base import ChatRequest, ChatResult
 from typed_rag.retrieval.store import PassageStore
 
@@ -81,6 +86,13 @@ _NOT_STANDALONE = re.compile(
 _LABEL = re.compile(r"^\s*(question|answer|reply)\s*:\s*", re.IGNORECASE)
 
 Generate = Callable[[list[ChatRequest]], Awaitable[list[ChatResult]]]
+# The classifier's predictions for some questions (unsure ones marked not confident).
+Confirm = Callable[[Sequence[str]], list[TypePrediction]]
+# Tries per passage while the classifier disagrees with the type asked for: the first at
+# temperature 0, the others sampled with a new seed each (the same prompt at temperature 0
+# would write the same question again).
+ATTEMPTS = 3
+RETRY_TEMPERATURE = 0.8
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,56 @@ def record_id(source: Source) -> str:
     return f"dev-{source.passage_id}"
 
 
-def _request(prompt: str) -> ChatRequest:
+def _request(prompt: str, attempt: int = 0) -> ChatRequest:
     return ChatRequest(
-        messages=[{"role": "user", "content": prompt}], temperature=0.0, max_tokens=200, seed=42
+        messages=[{"role": "user", "content": prompt}],
+        temperature=RETRY_TEMPERATURE if attempt else 0.0,
+        max_tokens=200,
+        seed=42 + attempt,
+    )
+
+
+def type_check(prediction: TypePrediction, asked: str, attempt: int) -> dict[str, Any] | None:
+    """The record's ``type_check`` where the classifier confidently gives the type asked
+    for, else None."""
+    if prediction.type.value != asked or not prediction.confident:
+        return None
+    return {"predicted": asked, "probability": round(prediction.top_probability, 3),
+            "attempt": attempt}  # fmt: skip
+
+
+async def ask_questions(
+    generate: Generate,
+    sources: Sequence[Source],
+    corpus: Corpus = WIKIPEDIA,
+    confirm: Confirm | None = None,
+) -> list[tuple[Source, str, dict[str, Any] | None]]:
+    """Each source's stand-alone question (in source order), with its ``type_check`` where
+    ``confirm`` is given; a source whose question is not stand-alone or not confirmed is
+    asked again, up to :data:`ATTEMPTS` times, and left out after that."""
+    found: dict[int, tuple[str, dict[str, Any] | None]] = {}
+    pending = list(range(len(sources)))
+    for attempt in range(ATTEMPTS if confirm else 1):
+        if not pending:
+            break
+        replies = await generate(
+            [_request(_question_prompt(sources[i], corpus), attempt) for i in pending]
+        )
+        asked = [
+            (i, q) for i, r in zip(pending, replies, strict=True) if (q := clean_question(r.text))
+        ]
+        checks = confirm([q for _, q in asked]) if confirm and asked else []
+        for n, (i, question) in enumerate(asked):
+            check = type_check(checks[n], sources[i].type, attempt) if confirm else None
+            if check is not None or not confirm:
+                found[i] = (question, check)
+        pending = [i for i in pending if i not in found]
+    return [(sources[i], *found[i]) for i in sorted(found)]
+
+
+def _question_prompt(source: Source, corpus: Corpus) -> str:
+    return QUESTION_PROMPT.format(
+        what=corpus.what, title=source.title, text=source.text, ask=corpus.asks[source.type]
     )
 
 
@@ -168,7 +227,10 @@ def clean_reference(text: str) -> str:
 
 
 async def write_batch(
-    generate: Generate, sources: Sequence[Source], corpus: Corpus = WIKIPEDIA
+    generate: Generate,
+    sources: Sequence[Source],
+    corpus: Corpus = WIKIPEDIA,
+    confirm: Confirm | None = None,
 ) -> list[dict[str, Any]]:
     """Graded records for one batch of sources (those whose question came out usable).
 
@@ -177,24 +239,14 @@ async def write_batch(
     question from a source the answers are not searched in gets no references (one engine
     call instead of two rounds): what it measures is whether the answer declines.
     """
-    asked = await generate(
-        [
-            _request(
-                QUESTION_PROMPT.format(
-                    what=corpus.what, title=s.title, text=s.text, ask=corpus.asks[s.type]
-                )
-            )
-            for s in sources
-        ]
-    )
-    kept = [(s, q) for s, r in zip(sources, asked, strict=True) if (q := clean_question(r.text))]
+    kept = await ask_questions(generate, sources, corpus, confirm)
     # a question the collection cannot answer is measured by its decline, not ranked
-    outside = [_record(s, q, []) for s, q in kept if not s.answerable]
-    kept = [(s, q) for s, q in kept if s.answerable]
+    outside = [_record(s, q, [], c) for s, q, c in kept if not s.answerable]
+    kept = [k for k in kept if k[0].answerable]
     if len(kept) < 2:
         return outside
     prompts = []
-    for s, q in kept:
+    for s, q, _ in kept:
         shown = {"title": s.title, "text": s.text, "question": q}
         prompts += [
             FULL_PROMPT.format(**shown),
@@ -203,18 +255,23 @@ async def write_batch(
         ]
     replies = [clean_reference(r.text) for r in await generate([_request(p) for p in prompts])]
     records = []
-    for i, (s, q) in enumerate(kept):
+    for i, (s, q, check) in enumerate(kept):
         full, partial, vague = replies[3 * i : 3 * i + 3]
         other = replies[3 * ((i + 1) % len(kept))]
         grades = [
             {"grade": g, "text": t}
             for g, t in zip((3, 2, 1, 0), (full, partial, vague, other), strict=True)
         ]
-        records.append(_record(s, q, grades))
+        records.append(_record(s, q, grades, check))
     return [r for r in records if all(ref["text"] for ref in r["references"])] + outside
 
 
-def _record(source: Source, question: str, references: list[dict[str, Any]]) -> dict[str, Any]:
+def _record(
+    source: Source,
+    question: str,
+    references: list[dict[str, Any]],
+    check: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "id": record_id(source),
         "question": question,
@@ -224,15 +281,36 @@ def _record(source: Source, question: str, references: list[dict[str, Any]]) -> 
         "title": source.title,
         **({"references": references} if references else {}),
         **({} if source.answerable else {"answerable": False}),
+        **({"type_check": check} if check else {}),
     }
 
 
+def recheck(
+    records: Sequence[dict[str, Any]], confirm: Confirm
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Records written before types were confirmed, checked now: those the classifier
+    confirms (with their ``type_check``, attempt 0) and the ids of those it does not, whose
+    passages are then asked again."""
+    unchecked = [r for r in records if "type_check" not in r]
+    checks = confirm([r["question"] for r in unchecked]) if unchecked else []
+    verdicts = {
+        str(r["id"]): type_check(p, r["type"], 0) for r, p in zip(unchecked, checks, strict=True)
+    }
+    kept, dropped = [], []
+    for r in records:
+        rid = str(r["id"])
+        if rid not in verdicts:
+            kept.append(r)
+        elif (check := verdicts[rid]) is not None:
+            kept.append({**r, "type_check": check})
+        else:
+            dropped.append(rid)
+    return kept, dropped
+
+
 def batches(sources: Sequence[Source], size: int, done: Iterable[str]) -> list[list[Source]]:
-    """The batches of ``size`` sources (in order) that hold no source already written."""
-    written = set(done)
-    out = []
-    for start in range(0, len(sources), size):
-        batch = list(sources[start : start + size])
-        if not any(record_id(s) in written for s in batch):
-            out.append(batch)
-    return out
+    """The sources (in order) whose id is not in ``done`` (written, or tried and dropped),
+    in batches of ``size``."""
+    skip = set(done)
+    todo = [s for s in sources if record_id(s) not in skip]
+    return [todo[start : start + size] for start in range(0, len(todo), size)]

@@ -15,11 +15,13 @@ from eval.data.wikinfqa import SUBSETS
 from eval.settings import load_lab_settings
 from indexes import build_index
 from tests.eval.conftest import make_record, write_subset
+from typed_rag.classifier.base import TypePrediction
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest
 from typed_rag.engines.fake import FakeEngine
 from typed_rag.retrieval.collections import WIKI, collection_dir
 from typed_rag.retrieval.store import PassageStore, PassageStoreWriter
+from typed_rag.types import QuestionType
 
 
 def _prompt(request: ChatRequest) -> str:
@@ -117,6 +119,10 @@ def test_cli_writes_a_file_eval_run_reads_and_resumes(
             write_subset(nfqa_dir, subset, [make_record(subset, 0, "what is the first topic")])
     engine = FakeEngine(responder=responder)
     monkeypatch.setattr(cli_devset.engines, "build_engine", lambda s: engine)
+    # every question asked as REASON, which the stand-in classifier confirms
+    reason_only = devset.Corpus(devset.WIKIPEDIA.what, ("REASON",), devset.QUESTION_ASKS)
+    monkeypatch.setattr(devset, "WIKIPEDIA", reason_only)
+    monkeypatch.setattr(cli_devset, "_confirm", lambda s: _as_asked)
     out = tmp_path / "dev" / "devset.jsonl"
     home = settings.home
     argv = ["--set", f"home={home}", "--set", f"corpus.path={settings.corpus.path}"]
@@ -128,6 +134,9 @@ def test_cli_writes_a_file_eval_run_reads_and_resumes(
     data = load_graded(out)
     assert len(data.records) == 2
     assert {r.subset for r in data.records} == {"dev"}
+    assert all(
+        json.loads(line)["type_check"]["attempt"] == 0 for line in out.read_text().splitlines()
+    )
     calls = len(engine.calls)
     lines = out.read_text().splitlines()
     assert main(run) == 0  # resumed: nothing written again, no model call
@@ -184,3 +193,86 @@ def test_documentation_types_rotate_over_the_sample(tmp_path: Path) -> None:
     types = devset.DOCUMENTATION.types
     assert [s.type for s in sources] == [*types, types[0]]
     assert set(types) <= set(devset.QUESTION_ASKS)
+
+
+def _predict(kind: str, confident: bool = True) -> TypePrediction:
+    return TypePrediction(QuestionType(kind), {kind: 0.9 if confident else 0.3}, confident)
+
+
+def _by_opening(questions):  # type: ignore[no-untyped-def]
+    """A stand-in classifier: 'Why' questions are REASON, 'Should' ones DEBATE (unsure
+    where they say 'maybe'), anything else FACTOID."""
+    kinds = {"Why": "REASON", "Should": "DEBATE"}
+    return [_predict(kinds.get(q.split()[0], "FACTOID"), "maybe" not in q) for q in questions]
+
+
+def _as_asked(questions):  # type: ignore[no-untyped-def]
+    return [_predict("REASON") for _ in questions]
+
+
+def debate_on_resampling(request: ChatRequest) -> str:
+    """At temperature 0 every question is a 'Why' one; sampled, a 'Should' one (an unsure
+    one for the title 'hedged'), and for the title 'never' always 'Why'."""
+    prompt = _prompt(request)
+    if prompt.startswith("Here is a passage") and request.temperature:
+        title = prompt.split("titled ", 1)[1].split(".\n", 1)[0].strip("'\"")
+        if title == "never":
+            return f"Why does {title} matter?"
+        hedge = " maybe" if title == "hedged" else ""
+        return f"Should {title} be done{hedge}?"
+    return responder(request)
+
+
+@pytest.mark.asyncio
+async def test_a_question_the_classifier_types_otherwise_is_asked_again_then_dropped() -> None:
+    sources = [
+        devset.Source("p0", "X", "t", "REASON"),
+        devset.Source("p1", "Y", "t", "DEBATE"),
+        devset.Source("p2", "never", "t", "DEBATE"),
+        devset.Source("p3", "hedged", "t", "DEBATE"),
+    ]
+    engine = FakeEngine(responder=debate_on_resampling)
+    records = await devset.write_batch(engine.generate, sources, confirm=_by_opening)
+    assert [(r["id"], r["question"]) for r in records] == [
+        ("dev-p0", "Why does X matter?"),
+        ("dev-p1", "Should Y be done?"),
+    ]
+    assert [r["type_check"]["attempt"] for r in records] == [0, 1]
+    assert records[1]["type_check"] == {"predicted": "DEBATE", "probability": 0.9, "attempt": 1}
+    asked = [c for c in engine.calls if _prompt(c).startswith("Here is a passage")]
+    # p0 once; p1 twice; 'never' and 'hedged' (confident only about the wrong type, or
+    # unsure of the right one) every attempt, each retry sampled with its own seed
+    assert len(asked) == 1 + 2 + 2 * devset.ATTEMPTS
+    assert sorted({(c.temperature, c.seed) for c in asked}) == [
+        (0.0, 42),
+        *((devset.RETRY_TEMPERATURE, 42 + a) for a in range(1, devset.ATTEMPTS)),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_without_a_classifier_each_passage_is_asked_once() -> None:
+    sources = [devset.Source("p0", "X", "t", "DEBATE"), devset.Source("p1", "Y", "t", "DEBATE")]
+    engine = FakeEngine(responder=debate_on_resampling)
+    records = await devset.write_batch(engine.generate, sources)
+    assert [r["question"] for r in records] == ["Why does X matter?", "Why does Y matter?"]
+    assert all("type_check" not in r for r in records)
+
+
+def test_records_written_before_the_check_are_checked_and_the_unconfirmed_asked_again() -> None:
+    checked = {"id": "dev-a", "question": "Should A?", "type": "DEBATE",
+               "type_check": {"predicted": "DEBATE", "probability": 0.8, "attempt": 2}}  # fmt: skip
+    records = [
+        checked,
+        {"id": "dev-b", "question": "Why B?", "type": "REASON"},
+        {"id": "dev-c", "question": "Why C?", "type": "DEBATE"},  # factual, typed otherwise
+    ]
+    kept, dropped = devset.recheck(records, _by_opening)
+    assert kept == [checked, {**records[1], "type_check": {"predicted": "REASON",
+                                                            "probability": 0.9, "attempt": 0}}]  # fmt: skip
+    assert dropped == ["dev-c"]
+
+
+def test_batches_skip_written_and_given_up_passages_and_close_the_gaps() -> None:
+    sources = [devset.Source(f"p{i}", f"T{i}", "t", "REASON") for i in range(5)]
+    todo = devset.batches(sources, 2, ["dev-p1", "dev-p2"])
+    assert [[s.passage_id for s in b] for b in todo] == [["p0", "p3"], ["p4"]]
