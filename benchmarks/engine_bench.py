@@ -10,6 +10,16 @@ completion tokens over the wall time of the whole batch).
 
 benchmarks/latency_bench.py compares llama-server at 1/2/4/8 slots and the pipelines on top.
 
+``--variant NAME=DIR[:GGUF]`` (twice or more) compares llama.cpp builds and model files
+instead: the engine's limit (:func:`engine_limit`, the server's threads, batch and context)
+timed in a fresh process per variant and round, the variants alternated round by round so
+the machine's drift falls on each alike; DIR holds a ``llama_cpp`` package (an unpacked
+wheel, put first on the path; ``-`` for the installed one), GGUF a model file (the default
+model if left out). Medians and each variant's ratio to the first:
+
+    python benchmarks/engine_bench.py --variant portable=- --variant native=/tmp/llama-native \
+        --rounds 4 --out results/latency/builds.json
+
 vLLM starts worker processes with spawn, hence the ``__main__`` guard.
 """
 
@@ -20,6 +30,9 @@ import asyncio
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -242,6 +255,87 @@ def engine_limit(
     }
 
 
+def greedy_texts(llm: Any, tokens: int = 64) -> list[str]:
+    """Greedy continuations of a short prompt per question: two builds whose kernels round
+    alike give the same text (a check that a faster build answers as the other does)."""
+    texts = []
+    for question in QUESTIONS:
+        llm.reset()
+        llm.eval(llm.tokenize(f"Question: {question}\nAnswer:".encode()))
+        out = []
+        for _ in range(tokens):
+            token = llm.sample(temp=0.0)
+            if token == llm.token_eos():
+                break
+            out.append(token)
+            llm.eval([token])
+        texts.append(llm.detokenize(out).decode("utf-8", errors="replace"))
+    return texts
+
+
+def limit_worker(model: str) -> dict[str, Any]:
+    """One variant's limit in this process (``--limit-worker``): the engine's own rates with
+    the server's settings, the CPU features the loaded llama.cpp was built for, and the
+    greedy texts of :func:`greedy_texts`."""
+    import llama_cpp  # heavy: llama_cpp, the variant's own
+
+    from typed_rag.config_resolve import resolve_settings
+    from typed_rag.engines import build_engine
+
+    settings = resolve_settings(load_settings().with_section("engine", backend="llamacpp"))
+    engine: Any = build_engine(settings)
+    path = Path(model) if model != "-" else engine.model_path
+    probe = LimitProbe(path, n_ctx=engine.n_ctx, n_threads=engine.n_threads, n_batch=engine.n_batch)
+    try:
+        limit = engine_limit(probe)
+        texts = greedy_texts(probe.llm)
+    finally:
+        probe.close()
+    features = llama_cpp.llama_print_system_info().decode()
+    return {**limit, "model": path.name, "llama_cpp": str(Path(llama_cpp.__file__).parent),
+            "system_info": features, "greedy_texts": texts}  # fmt: skip
+
+
+def compare_variants(variants: list[str], rounds: int) -> dict[str, Any]:
+    """Each ``NAME=DIR[:GGUF]`` variant's limit, one fresh process per variant and round,
+    alternated; the median per variant and its ratio to the first variant's."""
+    parsed = []
+    for spec in variants:
+        name, _, rest = spec.partition("=")
+        folder, _, model = rest.partition(":")
+        parsed.append((name, folder or "-", model or "-"))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in parsed}
+    for r in range(rounds):
+        for name, folder, model in parsed:
+            env = dict(os.environ)
+            if folder != "-":
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, env.get("PYTHONPATH")]))
+            proc = subprocess.run(
+                [sys.executable, __file__, "--limit-worker", model],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            last = runs[name][-1]
+            print(f"round {r + 1} {name}: prefill {last['prefill_tok_s_limit']:.1f} tok/s, "
+                  f"decode {last['decode_tok_s_limit']:.1f} tok/s", flush=True)  # fmt: skip
+    first = parsed[0][0]
+    summary: dict[str, Any] = {}
+    for name in runs:
+        med = {k: statistics.median(run[k] for run in runs[name])
+               for k in ("prefill_tok_s_limit", "decode_tok_s_limit")}  # fmt: skip
+        texts = runs[name][0]["greedy_texts"]
+        same = sum(a == b for a, b in zip(texts, runs[first][0]["greedy_texts"], strict=True))
+        summary[name] = {**med, "model": runs[name][0]["model"],
+                         "system_info": runs[name][0]["system_info"],
+                         "greedy_texts_same_as_" + first: f"{same}/{len(texts)}"}  # fmt: skip
+    for name in runs:
+        for k in ("prefill_tok_s_limit", "decode_tok_s_limit"):
+            summary[name][k.replace("_limit", "_vs_" + first)] = round(
+                summary[name][k] / summary[first][k], 3
+            )
+    return {"rounds": rounds, "variants": summary, "runs": runs}
+
+
 def build(backend: str, model: str, settings: Any, threads: int | None, slots: int = 4) -> Engine:
     if backend == "llamacpp":
         from typed_rag.engines.llamacpp import LlamaCppEngine
@@ -349,7 +443,34 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads")
     parser.add_argument("--out", default=None, help="JSON path (default <home>/benchmarks/)")
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME=DIR[:GGUF]",
+        help="compare llama.cpp builds / model files by the engine's limit (see above)",
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="--variant: rounds per variant")
+    parser.add_argument("--limit-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.limit_worker:
+        print(json.dumps(limit_worker(args.limit_worker)))
+        return
+    if args.variant:
+        report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                              "loadavg_start": os.getloadavg()},
+                  **compare_variants(args.variant, args.rounds)}  # fmt: skip
+        report["machine"]["loadavg_end"] = os.getloadavg()
+        for name, v in report["variants"].items():
+            print(f"{name}: prefill {v['prefill_tok_s_limit']:.1f} tok/s "
+                  f"({v[next(k for k in v if k.startswith('prefill_tok_s_vs_'))]}x), "
+                  f"decode {v['decode_tok_s_limit']:.1f} tok/s "
+                  f"({v[next(k for k in v if k.startswith('decode_tok_s_vs_'))]}x)")  # fmt: skip
+        out = Path(args.out or load_settings().home / "benchmarks" / "engine_variants.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2))
+        print(f"wrote {out}")
+        return
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
