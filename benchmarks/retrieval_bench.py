@@ -320,6 +320,21 @@ def merge_rows(path: Path, key: str, rows: list[dict[str, Any]], setup: dict[str
     path.write_text(json.dumps(payload, indent=1) + "\n")
 
 
+def auto_rows_first(path: Path) -> None:
+    """Keep under ``ann`` the row of the kind ``--ann auto`` builds at each size, and move
+    the other kinds' rows (measured beside it, what the choice rests on) to ``ann_other``."""
+    from typed_rag.retrieval.ann import choose_kind
+
+    payload = json.loads(path.read_text())
+    rows = payload.get("ann", []) + payload.get("ann_other", [])
+    chosen = [r for r in rows if choose_kind("auto", r["passages"]) == r["kind"]]
+    payload["ann"] = sorted(chosen, key=lambda r: r["passages"])
+    payload["ann_other"] = sorted(
+        (r for r in rows if r not in chosen), key=lambda r: (r["passages"], r["kind"])
+    )
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+
+
 def run_scale(args: argparse.Namespace, settings: Any) -> int:
     root = Path(args.scale_dir).expanduser() if args.scale_dir else settings.home / "bench-scale"
     root.mkdir(parents=True, exist_ok=True)
@@ -430,6 +445,7 @@ def run_scale(args: argparse.Namespace, settings: Any) -> int:
                     flush=True,
                 )
             merge_rows(summary, "ann", res["rows"], _ann_setup(args, vec, machine))
+            auto_rows_first(summary)
     print(f"wrote {summary}")
     return 0
 

@@ -70,9 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("auto", "hnsw", "ivfpq", "none"),
         default="none",
         help="with --dense: an approximate nearest-neighbour index (FAISS, the 'ann' extra) "
-        "beside the embeddings, searched instead of the exact scan: hnsw (up to a few million "
+        "beside the embeddings, searched instead of the exact scan: hnsw (up to about a million "
         "passages), ivfpq (tens of millions), auto (the exact scan below 50,000 passages, hnsw "
-        "up to 8M, ivfpq above; the exact scan where faiss is missing), none (default: the "
+        "up to 1M, ivfpq above; the exact scan where faiss is missing), none (default: the "
         "exact scan; removes an ANN index built before). Resumable like the encode",
     )
     build.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -17,6 +17,7 @@ from typed_rag.retrieval.ann import (
     ANN_FILE,
     ANN_MANIFEST,
     EXACT_BELOW,
+    HNSW_UP_TO,
     AnnIndex,
     choose_kind,
     read_ann_manifest,
@@ -134,6 +135,8 @@ def test_auto_keeps_the_exact_scan_below_the_threshold(
 ) -> None:
     assert choose_kind("auto", EXACT_BELOW - 1) == "none"
     assert choose_kind("auto", EXACT_BELOW) == "hnsw"
+    assert choose_kind("auto", HNSW_UP_TO) == "hnsw"
+    assert choose_kind("auto", HNSW_UP_TO + 1) == "ivfpq"  # HNSW fell short of 0.95 at 3.7M
     assert choose_kind("auto", 10**9) == "ivfpq"
     assert choose_kind("hnsw", 10) == "hnsw"
     data, _ = vectors
