@@ -7,7 +7,8 @@ has 54 training rows) without overwhelming the common ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,19 @@ class TrainedHead:
     valid_accuracy: float
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one CPU thread inside the block: the matrices are small, and a thread pool
+    only adds synchronisation (many times slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@one_thread()
 def train_head(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -60,28 +74,8 @@ def train_head(
     seed: int,
     on_epoch: Callable[[int, float, float], None] | None = None,
 ) -> TrainedHead:
-    """Train with AdamW, keep the epoch with the best valid macro-F1 (ties: the earlier one).
-
-    Runs on one CPU thread: the matrices are small, and a thread pool only
-    adds synchronisation (many times slower on a busy machine).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train_head(x_train, y_train, x_valid, y_valid, config, seed, on_epoch)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train_head(
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_valid: np.ndarray,
-    y_valid: np.ndarray,
-    config: HeadConfig,
-    seed: int,
-    on_epoch: Callable[[int, float, float], None] | None,
-) -> TrainedHead:
+    """Train with AdamW (on one thread), keep the epoch with the best valid macro-F1 (ties:
+    the earlier one)."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = MLPHead(
