@@ -69,8 +69,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.settings = load_settings()
-        d = self.settings.classifier.data_dir
-        tr, va = read_nfcats_csv(split_path(d, "train")), read_nfcats_csv(split_path(d, "valid"))
+        tr, va = read_nfcats_csv(split_path("train")), read_nfcats_csv(split_path("valid"))
         self.questions = tr.questions + va.questions
         self.labels = np.asarray(tr.labels + va.labels)
         self.train_idx = np.arange(len(tr))

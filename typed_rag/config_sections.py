@@ -207,8 +207,6 @@ class ClassifierSettings(BaseModel):
     RAG), the safe default; the trace records the decision."""
     device: str = "cpu"
     """Torch device of the classifier's encoder."""
-    data_dir: Path = DATA_ROOT / "nf-cats"
-    """NF-CATS ``train.csv`` / ``valid.csv`` for ``typed-rag classifier train|eval``."""
 
 
 class SamplingSettings(BaseModel):

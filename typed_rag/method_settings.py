@@ -38,6 +38,11 @@ class MethodOptions(BaseModel):
         default_factory=lambda: list(TYPED_TYPES),
         description="The question types own_knowledge applies to.",
     )
+    rag_types: list[str] = Field(
+        default_factory=list,
+        description="Typed types that typed-rag answers with plain RAG over Wikipedia: their "
+        "own pipeline lost to RAG on the paired development runs (docs/method.md).",
+    )
     factoid_guidance: bool = Field(
         False,
         description="The factoid route's final prompt gets the typed pipelines' guidance "
@@ -122,7 +127,7 @@ class MethodOptions(BaseModel):
         "one's passages that best match it (no engine call).",
     )
 
-    @field_validator("own_knowledge_types", mode="before")
+    @field_validator("own_knowledge_types", "rag_types", mode="before")
     @classmethod
     def _known_types(cls, value: object) -> object:
         return parse_type_list(value)
@@ -161,6 +166,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "drop_passage_copies": True,
         "drop_scaffolding": True,
         "drop_unshown_spans": True,
+        "rag_types": ["DEBATE"],
     },
 }
 
@@ -183,7 +189,7 @@ RETIRED_OPTIONS: dict[str, Any] = {
     "cite_specifics": False,
     "sub_query_style": "aspects",
     "mediator_labels": "responses",
-    "debate_route": "mediator",
+    "debate_route": "mediator",  # its "rag" is now rag_types=["DEBATE"]
 }
 
 # The options that act on one route's answers only (the factoid route's in
@@ -199,7 +205,7 @@ class _MethodSettingsBase(BaseModel):
         "to help) or 'paper' (the paper's pipeline); an explicit option overrides its value.",
     )
 
-    @field_validator("own_knowledge_types", mode="before", check_fields=False)
+    @field_validator("own_knowledge_types", "rag_types", mode="before", check_fields=False)
     @classmethod
     def _known_types(cls, value: object) -> object:
         return parse_type_list(value)

@@ -39,7 +39,8 @@ class Routing:
 
 
 # typed-rag's pipeline by what is searched and the question's type (docs/method.md gives each
-# line's paired evidence). Over Wikipedia: the type's own pipeline. Over a user's documents
+# line's paired evidence). Over Wikipedia: the type's own pipeline, except the types
+# ``method.rag_types`` lists, which plain RAG answers (choose). Over a user's documents
 # the typed pipelines' intermediate text (plans, sub-answers, perspectives) lost or overrode
 # what the shown pages say (issue 77; results/grounding/): one answer from the passages,
 # shaped for the type.
@@ -62,8 +63,9 @@ def choose(
     The type: a forced one wins; an unsure or missing prediction goes to EVIDENCE-BASED
     (plain RAG, which does no harm). The pipeline: ``llm`` and ``rag`` are the paper's
     baselines whatever the type; ``typed-rag`` takes the pipeline :data:`ROUTES` gives the
-    corpus kind and type, or the outline-guided route for a Wikipedia question with
-    coverage constraints under ``constraints.outline``.
+    corpus kind and type, plain RAG over Wikipedia for a type ``method.rag_types`` lists
+    (its own pipeline lost to RAG), or the outline-guided route for a Wikipedia question
+    with coverage constraints under ``constraints.outline``.
     """
     if forced is not None:
         routing = Routing(forced, "forced", prediction)
@@ -79,6 +81,8 @@ def choose(
         routing.pipeline = plain.RAG.prepare
     elif constrained and settings.constraints.outline and corpus == "wikipedia":
         routing.pipeline = prepare_outline_guided
+    elif corpus == "wikipedia" and routing.type.value in settings.method.options().rag_types:
+        routing.pipeline = plain.RAG.prepare
     else:
         routing.pipeline = ROUTES[corpus][routing.type].prepare
     return routing

@@ -135,7 +135,7 @@ def _up_to_date(settings: Settings, args: argparse.Namespace, kind: str) -> Path
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     from training.classifier.train import evaluate  # heavy: torch
 
-    data = read_nfcats_csv(args.data or split_path(settings.classifier.data_dir, "valid"))
+    data = read_nfcats_csv(args.data or split_path("valid"))
     classifier = build_classifier(settings)
     threshold = settings.classifier.min_confidence
     res = evaluate(classifier, data, threshold, batch_size=BATCH_SIZE * 4)

@@ -1,4 +1,5 @@
-"""``typed-rag eval report|compare``: a run's report, and one method paired across two runs."""
+"""``typed-rag eval report|compare|routes``: a run's report, one method paired across two
+runs, and typed-rag by route."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from eval.reports.compare import compare_runs, format_comparison
 from eval.reports.report import write_report
+from eval.reports.routes import route_rows, routes_table
 from typed_rag.config import Settings
 
 
@@ -32,6 +34,20 @@ def register(eval_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, help="also write the comparison as JSON here")
     p.set_defaults(func=cmd_compare)
 
+    p = eval_sub.add_parser(
+        "routes",
+        help="typed-rag minus rag and llm by the route each question took, optionally with "
+        "routes answered by plain RAG (method.rag_types)",
+    )
+    p.add_argument("run_dir", type=Path, help="a directory made by `eval run` (rag and typed-rag)")
+    p.add_argument(
+        "--as-rag",
+        default="",
+        help="comma-separated routes scored as RAG's answers, e.g. DEBATE",
+    )
+    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    p.set_defaults(func=cmd_routes)
+
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     files = write_report(args.run_dir, settings, args.out)
@@ -46,4 +62,15 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_routes(args: argparse.Namespace, settings: Settings) -> int:
+    as_rag = [r.strip().upper() for r in args.as_rag.split(",") if r.strip()]
+    rows = route_rows(args.run_dir, as_rag)
+    print(routes_table(rows, as_rag))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        body = {"run": str(args.run_dir), "as_rag": as_rag, "rows": rows}
+        args.json.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
     return 0

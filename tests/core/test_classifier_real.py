@@ -15,10 +15,11 @@ import pytest
 from safetensors.torch import load_file
 
 from cli.main import main
+from training.classifier.data import NFCATS_DIR
 from typed_rag.config import load_settings
 from typed_rag.types import LABELS
 
-DATA_DIR = load_settings().classifier.data_dir
+DATA_DIR = NFCATS_DIR
 # These tests are about the embedding head; the fine-tuned kind (the default) has its own below.
 HEAD = ["--set", "classifier.kind=embedding-head"]
 

@@ -727,3 +727,29 @@ def test_ask_output_shows_left_out_sub_answers_and_invalid_citations() -> None:
     text = out.getvalue()
     assert "left out: sub-answer to 'leaf pigments' (empty)\n" in text
     assert "citations: [7] point at no shown passage\n" in text
+
+
+async def test_a_type_in_rag_types_is_answered_by_plain_rag(make_rag, settings) -> None:
+    """The fast profile routes DEBATE to plain RAG (its pipeline lost to RAG, paired); the
+    trace keeps the question's type, and emptying the list brings the mediator back."""
+    assert load_settings(None, **{"method.profile": "fast"}).method.options().rag_types == [
+        "DEBATE"
+    ]
+    assert settings.method.options().rag_types == []  # the paper's: every type its pipeline
+    listed = load_settings(None, **{"method.rag_types": "debate,Comparison"}).method.options()
+    assert listed.rag_types == ["DEBATE", "COMPARISON"]
+    with pytest.raises(ValidationError, match="rag_types"):
+        load_settings(None, **{"method.rag_types": "DEBATES"})
+    question = "Should countries build nuclear power plants?"
+    set_method(settings, rag_types=["DEBATE"])
+    rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE}))
+    result = await rag.answer(question, force_type=T.DEBATE)
+    (only,) = engine.calls  # one RAG answer: no plan, no perspectives, no mediator
+    assert only.json_schema is None and result.type == "DEBATE"
+    assert not result.plan and result.sub_answers == []
+
+    set_method(settings, rag_types=[])
+    rag, engine = make_rag(scripted_responder({"debate_plan": DEBATE}))
+    result = await rag.answer(question, force_type=T.DEBATE)
+    assert engine.calls[0].json_schema["title"] == "debate_plan"
+    assert result.plan["debate_topic"] == "nuclear power" and len(engine.calls) > 2

@@ -187,3 +187,39 @@ def test_settings_added_after_a_run_was_made_do_not_block_resuming_it(tmp_path) 
     stricter = load_lab_settings(None, **{"method.cite_min_share": 0.9})
     with pytest.raises(UserError, match="cite_min_share"):
         write_manifest(tmp_path / "run", stricter, s, **kw)
+
+
+def test_routes_pair_by_the_route_taken_and_score_a_rag_route_as_rag(tmp_path) -> None:
+    import json
+
+    from eval.reports.routes import route_rows
+    from typed_rag.errors import UserError
+
+    # q1 labelled DEBATE took the factoid route; q2, q3 took the mediator's (DEBATE) route
+    routes = {"q1": "FACTOID", "q2": "DEBATE", "q3": "DEBATE"}
+    answers = [
+        {"method": "typed-rag", "question_id": q, "type": "DEBATE", "route": r}
+        for q, r in routes.items()
+    ]
+    ranks = {"typed-rag": [1, 3, 4], "rag": [2, 1, 2], "llm": [2, 2, 2]}
+    scores = [
+        _row(m, f"q{i + 1}", rank, "DEBATE") for m, rs in ranks.items() for i, rank in enumerate(rs)
+    ]
+    for name, rows in (("answers.jsonl", answers), ("scores.jsonl", scores)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    rows = {(r["b"], r["subset"]): r for r in route_rows(tmp_path, n_boot=50)}
+    assert rows[("rag", "route FACTOID")]["mrr_diff"] == pytest.approx(0.5)
+    assert rows[("rag", "route DEBATE")]["mrr_diff"] == pytest.approx(
+        (1 / 3 - 1 + 1 / 4 - 1 / 2) / 2, abs=1e-4
+    )
+    assert rows[("rag", "route DEBATE")]["n"] == 2 and ("rag", "DEBATE") not in rows
+
+    as_rag = {(r["b"], r["subset"]): r for r in route_rows(tmp_path, ["DEBATE"], n_boot=50)}
+    assert as_rag[("rag", "route DEBATE")]["mrr_diff"] == 0.0
+    assert as_rag[("llm", "route DEBATE")]["mrr_diff"] == pytest.approx(
+        (1 + 1 / 2) / 2 - 1 / 2, abs=1e-4
+    )
+    assert as_rag[("rag", "all")]["mrr_diff"] == pytest.approx(0.5 / 3, abs=1e-4)
+    with pytest.raises(UserError, match="REASON"):
+        route_rows(tmp_path, ["REASON"])

@@ -10,11 +10,14 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from typed_rag.config import DATA_ROOT
 from typed_rag.errors import UserError
 from typed_rag.types import LABELS, QuestionType
 
 REQUIRED_COLUMNS = ("category", "question")
 DATA_SOURCE = "https://github.com/Lurunchik/NF-CATS (folder nfcats/data/)"
+# Where the set-up puts NF-CATS train.csv / valid.csv (the commands take other paths).
+NFCATS_DIR = DATA_ROOT / "nf-cats"
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def read_nfcats_csv(path: Path) -> LabelledQuestions:
     if not path.is_file():
         raise UserError(
             f"{path}: NF-CATS data file not found; download train.csv and valid.csv from "
-            f"{DATA_SOURCE} and set classifier.data_dir to their folder"
+            f"{DATA_SOURCE} into {NFCATS_DIR}, or pass their paths (--train, --valid, --data)"
         )
     index = {t: i for i, t in enumerate(LABELS)}
     questions: list[str] = []
@@ -74,6 +77,6 @@ def read_nfcats_csv(path: Path) -> LabelledQuestions:
     return LabelledQuestions(questions=questions, labels=labels, path=path)
 
 
-def split_path(data_dir: Path, split: str) -> Path:
-    """``<data_dir>/<split>.csv``."""
+def split_path(split: str, data_dir: Path = NFCATS_DIR) -> Path:
+    """``<data_dir>/<split>.csv`` (by default the set-up's NF-CATS download)."""
     return data_dir / f"{split}.csv"

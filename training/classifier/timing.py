@@ -23,8 +23,7 @@ def speed(specs: list[str], n: int, echo: Callable[[str], None]) -> dict[str, An
     """ms per question of trained classifiers (``label=kind:folder``): one at a time, batched."""
     import torch  # heavy: torch (its thread count is recorded)
 
-    d = load_settings().classifier.data_dir
-    questions = read_nfcats_csv(split_path(d, "valid")).questions[:n]
+    questions = read_nfcats_csv(split_path("valid")).questions[:n]
     out: dict[str, Any] = {}
     for spec in specs:
         label, rest = spec.split("=", 1)

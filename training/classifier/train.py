@@ -74,12 +74,11 @@ class TrainSummary:
 
 
 def _load_splits(
-    settings: Settings, train: Path | None, valid: Path | None, echo: Echo
+    train: Path | None, valid: Path | None, echo: Echo
 ) -> tuple[LabelledQuestions, LabelledQuestions]:
     """The train and valid splits (the given files, else the data folder's), echoed."""
-    data_dir = settings.classifier.data_dir
-    tr = read_nfcats_csv(train or split_path(data_dir, "train"))
-    va = read_nfcats_csv(valid or split_path(data_dir, "valid"))
+    tr = read_nfcats_csv(train or split_path("train"))
+    va = read_nfcats_csv(valid or split_path("valid"))
     echo(f"train: {len(tr)} questions from {tr.path}  {tr.counts()}")
     echo(f"valid: {len(va)} questions from {va.path}")
     return tr, va
@@ -125,7 +124,7 @@ def train_classifier(
     grid = grid or GRID
     base = base or HeadConfig()
     timings: dict[str, float] = {}
-    train, valid = _load_splits(settings, train_path, valid_path, echo)
+    train, valid = _load_splits(train_path, valid_path, echo)
 
     t0 = time.perf_counter()
     encoder = load_sentence_model(settings, embedder, settings.classifier.device)
@@ -323,7 +322,7 @@ def train_finetuned_classifier(
     base = base or EMBEDDER
     config = config or FineTuneConfig()
     lexical = joins_lexical("finetuned") if lexical is None else lexical
-    train, valid = _load_splits(settings, train_path, valid_path, echo)
+    train, valid = _load_splits(train_path, valid_path, echo)
     echo(f"fine-tuning {base}: {config.epochs} epochs, lr {config.lr}, batch {config.batch_size}")
     folder = ensure_model(settings, base)
     res, _, enc_config = fine_tune(
