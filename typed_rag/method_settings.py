@@ -189,7 +189,7 @@ RETIRED_OPTIONS: dict[str, Any] = {
     "cite_specifics": False,
     "sub_query_style": "aspects",
     "mediator_labels": "responses",
-    "debate_route": "mediator",  # its "rag" is now rag_types=["DEBATE"]
+    "debate_route": "mediator",
 }
 
 # The options that act on one route's answers only (the factoid route's in
