@@ -59,9 +59,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     result = compare_runs(args.a, args.b, changed_only=args.changed_only)
     print(format_comparison(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    _write_json(args.json, result)
     return 0
 
 
@@ -69,8 +67,12 @@ def cmd_routes(args: argparse.Namespace, settings: Settings) -> int:
     as_rag = [r.strip().upper() for r in args.as_rag.split(",") if r.strip()]
     rows = route_rows(args.run_dir, as_rag)
     print(routes_table(rows, as_rag))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        body = {"run": str(args.run_dir), "as_rag": as_rag, "rows": rows}
-        args.json.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    _write_json(args.json, {"run": str(args.run_dir), "as_rag": as_rag, "rows": rows})
     return 0
+
+
+def _write_json(path: Path | None, body: object) -> None:
+    """``--json``: also write the result there."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
