@@ -75,6 +75,9 @@ async def test_every_type_end_to_end(real_rag: TypedRAG, qtype: T) -> None:
         # the factoid route: plain RAG, after a closed-book draft when the profile lists it
         assert result.rounds == 1 + drafted
         assert [c.step for c in result.calls].count("draft") == drafted
+    elif qtype.value in opts.rag_types:
+        # routed to plain RAG (method.rag_types): one answer, no plan
+        assert result.rounds == 1 and not planned and result.sub_answers == []
     elif qtype is not T.EVIDENCE_BASED:
         assert planned or fell_back, result.plan
     if qtype in (T.REASON, T.INSTRUCTION, T.DEBATE) and planned:
