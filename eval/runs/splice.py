@@ -15,7 +15,8 @@ affected ones, together with those whose route a changed option acts on.
 
 The options that act on one route only (``method_settings.ROUTE_ONLY``: the factoid
 route's, e.g. ``method.factoid_guidance``; DEBATE's ``method.debate_route``) affect that
-route's answers, taken from the source likewise.
+route's answers, taken from the source likewise; so does an option that is itself a list of
+types answered another way (``method.rag_types``): the types it adds or drops.
 
 An option that acts on every type (``method.drop_echo``) affects every answer of the method:
 all of them are taken from the source, typically a replay of this run
@@ -44,6 +45,8 @@ MOVABLE = ("method", "route")
 
 # A method option -> the option listing the question types it applies to.
 TYPE_SCOPED = {"own_knowledge": "own_knowledge_types"}
+# Options whose value is the list of types they act on (those types answered by plain RAG).
+TYPE_LISTS = ("rag_types",)
 PAPER = MethodOptions().model_dump(mode="json")
 # The folder of a run where each splice keeps the rows it replaced or removed.
 SPLICED = "spliced"
@@ -62,7 +65,10 @@ def _active(options: dict[str, Any], option: str) -> set[str]:
 def _unscoped_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The options that act on every type and differ between two sets of method options."""
     scoped = (
-        set(TYPE_SCOPED) | set(TYPE_SCOPED.values()) | {o for os in ROUTE_ONLY.values() for o in os}
+        set(TYPE_SCOPED)
+        | set(TYPE_SCOPED.values())
+        | set(TYPE_LISTS)
+        | {o for os in ROUTE_ONLY.values() for o in os}
     )
     return [k for k in b if k not in scoped and a[k] != b[k]]
 
@@ -76,6 +82,8 @@ def affected_types(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
         types |= before ^ after
         if old[option] != new[option]:
             types |= before & after
+    for option in TYPE_LISTS:
+        types |= set(old[option]) ^ set(new[option])
     types |= {r for r, opts in ROUTE_ONLY.items() if any(old[o] != new[o] for o in opts)}
     return types
 
@@ -113,6 +121,13 @@ def _answers_like(source: dict[str, Any], new: dict[str, Any], types: set[str], 
                 f"{name} answered {', '.join(differ)} with {option}={source[option]!r} "
                 f"for {sorted(on_source) or 'no type'}; the settings given have "
                 f"{new[option]!r} for {sorted(on_new) or 'no type'}"
+            )
+    for option in TYPE_LISTS:
+        differ = sorted(t for t in types if (t in source[option]) != (t in new[option]))
+        if differ:
+            raise UserError(
+                f"{name} answered {', '.join(differ)} with {option}={source[option]!r}; "
+                f"the settings given have {new[option]!r}"
             )
     for route in types & set(ROUTE_ONLY):
         differ = [o for o in ROUTE_ONLY[route] if source[o] != new[o]]

@@ -303,3 +303,27 @@ def test_a_factoid_route_option_takes_only_the_factoid_routes_answers(
     assert manifest["fingerprint"]["method"]["factoid_guidance"] is True
     assert manifest["splices"][0]["types"] == ["FACTOID"]
     assert affected_types(factoid, guided) == {"FACTOID"}
+
+
+def test_a_list_of_types_answered_by_rag_moves_the_types_it_adds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``method.rag_types``: a run made with DEBATE's own pipeline moves to DEBATE as plain
+    RAG by taking the DEBATE answers only; a source that answered DEBATE otherwise is refused."""
+    now = Settings().method.options().model_dump(mode="json")
+    mediator = {**now, "rag_types": []}
+    assert affected_types(mediator, now) == set(now["rag_types"]) == {"DEBATE"}
+    old = [_row("typed-rag", q, t, answer="old") for q, t in (("q1", "DEBATE"), ("q2", "REASON"))]
+    run = _run(tmp_path / "run", mediator, old, [{**r, "rank": 4} for r in old])
+    wrong = _run(tmp_path / "wrong", mediator, [_row("typed-rag", "q1", "DEBATE")], [])
+    assert main(["eval", "splice", str(run), "--from", str(wrong)]) == 2
+    assert "answered DEBATE with rag_types=[]" in capsys.readouterr().err
+
+    new = [_row("typed-rag", "q1", "DEBATE", answer="rag"), _row("typed-rag", "q2", "REASON")]
+    source = _run(tmp_path / "src", now, new, [{**new[0], "rank": 2}])
+    assert main(["eval", "splice", str(run), "--from", str(source)]) == 0
+    answers = {r["question_id"]: r["answer"] for r in _read(run / "answers.jsonl")}
+    assert answers == {"q1": "rag", "q2": "old"}
+    assert {r["question_id"]: r["rank"] for r in _read(run / "scores.jsonl")} == {"q1": 2, "q2": 4}
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["fingerprint"]["method"]["rag_types"] == ["DEBATE"]
