@@ -36,57 +36,26 @@ from typing import Any
 
 import numpy as np
 
-from eval.judging.linkage_prob import VERDICT_PREFIX, p_yes
+from eval.judging.linkage_prob import p_yes
 from eval.reports.linkage_metrics import Estimate, paired_difference
 from eval.reports.paired import PAIRS
 from eval.store import JsonlStore
-from typed_rag.engines.base import ChoiceRequest, Engine
+from typed_rag.engines.base import Engine
 from typed_rag.finishing.citations import cited_sentences
-from typed_rag.messages import CITATION_GROUP
+from typed_rag.pipelines.support import (
+    SUPPORT_PROMPT,
+    statement_of,
+    support_request,
+)
 
 VERDICTS = "verdicts.jsonl"
 SENTENCES = "support.jsonl"
 SUMMARY = "summary.json"
 THRESHOLD = 0.5
-MAX_PASSAGE_CHARS = 2000
 
 # Passage (title, text) by id, for runs committed without texts (eval.store_passage_text=false).
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]
 Progress = Callable[[int, int], None]
-
-SYSTEM_PROMPT = "You are a careful fact checker. You judge only from the passage you are given."
-SUPPORT_PROMPT = (
-    "Is the statement supported by the passage? Answer yes only if the passage states or "
-    "clearly implies what the statement says; answer no if the passage does not mention "
-    'it or says something else. Reply "[[yes]]" or "[[no]]".'
-)
-_LIST_MARKER = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
-
-
-def statement_of(sentence: str) -> str:
-    """The claim of a cited sentence: without its ``[n]`` groups, list marker and markup."""
-    text = CITATION_GROUP.sub("", sentence)
-    text = _LIST_MARKER.sub("", text).replace("**", "")
-    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def support_messages(
-    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
-) -> list[dict[str, str]]:
-    """Instruction and passage first, the statement last: requests about the same passage
-    share their prompt prefix (the llama.cpp engine reuses it). ``prompt``: the yes/no
-    question asked (support; :mod:`eval.grounding` also asks for contradiction)."""
-    passage = f"{title.strip()}\n{text.strip()[:MAX_PASSAGE_CHARS]}" if title else text.strip()
-    user = f"{prompt}\n\nPassage:\n{passage}\n\nStatement: {statement}"
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-
-def support_request(
-    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
-) -> ChoiceRequest:
-    messages = support_messages(statement, title, text, prompt)
-    return ChoiceRequest(messages, VERDICT_PREFIX, ("yes", "no"))
 
 
 @dataclass

@@ -38,7 +38,6 @@ class ServerState:
         self.status: Status = "loading"
         self.error: str | None = None
         self._on_fatal = on_fatal
-        self._warming: asyncio.Task[None] | None = None
         self.paths = ServerPaths(settings)  # what clients may see of the server's disk
         self._resolved: Settings | None = None
 
@@ -72,8 +71,6 @@ class ServerState:
                 self._on_fatal(self.error)
             return
         self.status = "ready"
-        if self.settings.server.warm_prompts and not self.settings.server.warm_up:
-            self._warming = asyncio.create_task(self._warm())
         log.info(
             "Typed-RAG ready (engine.backend=%s, engine.model=%s)",
             self.settings.engine.backend,
@@ -94,8 +91,7 @@ class ServerState:
             raise
         except Exception as exc:  # noqa: BLE001 - reported; /health follows the engine
             log.warning("warm-up request failed: %s", exc, exc_info=exc)
-        if self.settings.server.warm_prompts:
-            await self._warm()
+        await self._warm()
 
     async def _warm(self) -> None:
         """Fill the engine's prompt cache; a failure only costs speed, so it is logged."""
@@ -108,9 +104,6 @@ class ServerState:
             log.warning("could not warm the prompt cache: %s", exc)
 
     async def close(self) -> None:
-        if self._warming is not None and not self._warming.done():
-            self._warming.cancel()
-            await asyncio.gather(self._warming, return_exceptions=True)
         rag, self.rag = self.rag, None
         self.status = "closed"
         if rag is not None:

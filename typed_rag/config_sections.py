@@ -363,15 +363,12 @@ class ServerSettings(BaseModel):
     """Seconds between SSE comments sent while a stream waits on its plan rounds."""
     ui: bool = True
     """Mount the Gradio demo at ``/ui``."""
-    # Once ready, prefill the typed pipelines' plan prompts (in the engine's queue, ~20 s
-    # on a 2-core CPU) so that the first question of each type skips their fixed part.
-    warm_prompts: bool = True
-    """Once ready, prefill the typed pipelines' plan prompts, so that the first question of
-    each type skips their fixed part."""
     # /health says ready only after the classifier, retrieval and the engine have served
-    # one internal request (encoders loaded, BM25 compiled), so the first user is not slower.
+    # one internal request (encoders loaded, BM25 compiled) and the typed pipelines' plan
+    # prompts are prefilled (~20 s on a 2-core CPU), so the first user is not slower.
     warm_up: bool = True
-    """``/health`` says ready only after one internal request has gone through every stage."""
+    """``/health`` says ready only after one internal request has gone through every stage
+    and the plan prompts are in the prompt cache."""
 
 
 class ConversationSettings(BaseModel):

@@ -77,6 +77,12 @@ class MethodOptions(BaseModel):
         "name, identifier or number that no shown passage holds are removed "
         "(typed_rag.finishing.verify; trace: unverified, recorded in every mode; not streamed).",
     )
+    support_check: bool = Field(
+        False,
+        description="Over a user's documents, every cited sentence is asked against the "
+        "passages it cites (one forward pass each, typed_rag.pipelines.support) and removed "
+        "when none supports it (trace: unverified, kind support; not streamed).",
+    )
     trim_cut_off: bool = Field(
         False,
         description="An answer cut by max_tokens ends at its last complete sentence "
@@ -167,6 +173,7 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "drop_scaffolding": True,
         "drop_unshown_spans": True,
         "rag_types": ["DEBATE"],
+        "support_check": True,
     },
 }
 

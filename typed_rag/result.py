@@ -64,11 +64,13 @@ class SubAnswer(BaseModel):
 class Unverified(BaseModel):
     """An answer sentence stating spans (commands, options, file names, numbers) that no
     shown passage holds, or an uncited one whose words none holds (``kind`` "words";
-    typed_rag.finishing.verify)."""
+    typed_rag.finishing.verify), or a cited one the passages it cites do not support
+    (``kind`` "support", with the model's best P(supported); typed_rag.pipelines.support)."""
 
     sentence: str
     missing: list[str]
-    kind: Literal["spans", "words"] = "spans"
+    kind: Literal["spans", "words", "support"] = "spans"
+    p_supported: float | None = None
     removed: bool = False  # method.drop_unshown_spans took it out of the answer
 
 

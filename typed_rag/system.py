@@ -44,6 +44,7 @@ from typed_rag.pipelines import Context, Final
 from typed_rag.pipelines.citing import Citations
 from typed_rag.pipelines.rounds import Rounds
 from typed_rag.pipelines.search import Search
+from typed_rag.pipelines.support import drop_unsupported
 from typed_rag.pipelines.trace import Trace
 from typed_rag.progress import Progress, ProgressSink
 from typed_rag.request import AnswerRequest, RequestFields, Resolved
@@ -199,7 +200,7 @@ class TypedRAG:
         """
         ctx, final = await self._until_final(self.resolve(question, **fields), on_event)
         ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
-        return _finish(ctx)
+        return await _finish(ctx)
 
     async def answer_stream(
         self, question: Asked, *, progress: bool = False, **fields: Unpack[RequestFields]
@@ -243,7 +244,7 @@ class TypedRAG:
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
         ctx.result.scaffolding, ctx.result.unscaffolded = found, bool(found)
-        yield _finish(ctx, streamed=True)
+        yield await _finish(ctx, streamed=True)
 
     async def rewrite(
         self, message: str, history: Sequence[Turn], seed: int | None = None
@@ -299,7 +300,7 @@ class TypedRAG:
                 pre = (predictions.get(i), per_question if i in predictions else 0.0)
                 ctx, final = await self._until_final(requests[i], None, pre)
                 ctx.result.answer = (await ctx.rounds.run_final(final)).strip()
-                return _finish(ctx)
+                return await _finish(ctx)
 
         return list(await asyncio.gather(*(one(i) for i in range(len(requests)))))
 
@@ -413,9 +414,20 @@ class TypedRAG:
         return ctx, final
 
 
-def _finish(ctx: Context, streamed: bool = False) -> Result:
-    """The answer's last steps (:func:`finish`), timed as ``finish``."""
+async def _finish(ctx: Context, streamed: bool = False) -> Result:
+    """The answer's last steps (:func:`finish`), timed as ``finish``; then, for a typed-rag
+    answer over documents not streamed, under ``method.support_check``, its cited sentences
+    asked against their passages (:func:`drop_unsupported`, timed as ``support``)."""
     start = time.perf_counter()
-    result = finish(ctx.result, ctx.settings.method.options(), ctx.trace.started, streamed=streamed)
+    opts = ctx.settings.method.options()
+    result = finish(ctx.result, opts, ctx.trace.started, streamed=streamed)
     result.timings["finish"] = time.perf_counter() - start
+    if (
+        opts.support_check
+        and result.mode == "typed-rag"
+        and result.corpus == "documents"
+        and not streamed
+    ):
+        await drop_unsupported(result, lambda requests: ctx.rounds.score("support", requests))
+        result.timings["total"] = time.perf_counter() - ctx.trace.started
     return result

@@ -22,8 +22,7 @@ from eval.judging.linkage import (
 )
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChoiceRequest, Engine
-
-VERDICT_PREFIX = "[["
+from typed_rag.pipelines.support import VERDICT_PREFIX, p_yes
 
 
 def verdict_distribution(logprobs: dict[str, float], worst: int) -> list[float]:
@@ -59,14 +58,6 @@ def relevance_messages(question: str, candidate: str) -> list[dict[str, str]]:
 
 def relevance_request(question: str, candidate: str) -> ChoiceRequest:
     return ChoiceRequest(relevance_messages(question, candidate), VERDICT_PREFIX, ("yes", "no"))
-
-
-def p_yes(logprobs: dict[str, float]) -> float:
-    """P(yes) renormalised over the two answers."""
-    yes, _no = verdict_distribution(
-        {"1": logprobs.get("yes", -math.inf), "2": logprobs.get("no", -math.inf)}, 2
-    )
-    return yes
 
 
 def gate(dist: Sequence[float], relevant: float) -> tuple[list[float], int]:

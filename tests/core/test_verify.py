@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
 from typed_rag.pipelines import TYPED, plain
+from typed_rag.pipelines.support import statement_of, without_sentences
 from typed_rag.routing import ROUTES, choose
 from typed_rag.types import QuestionType
 
@@ -99,3 +100,15 @@ def test_an_uncited_sentence_the_passage_says_stays() -> None:
     answer = "Run `git reset --soft HEAD^` [1]. Then run git reset --soft HEAD^ once."
     verified = verify_answer(answer, PASSAGES, QUESTION, drop=True)
     assert verified.answer == answer and verified.unverified == []
+
+
+def test_unsupported_sentences_leave_the_lines_around_them_and_code_blocks_whole() -> None:
+
+    answer = (
+        "Steps:\n1. Open the file [1].\n2. Delete the disk [2].\n3. Save it [1].\n"
+        "```\nrm -rf / [2].\n```"
+    )
+    kept, removed = without_sentences(answer, {"Delete the disk.", "rm -rf /."})
+    assert removed == {"Delete the disk."}  # the code line is never a piece to cut
+    assert kept == "Steps:\n1. Open the file [1].\n3. Save it [1].\n```\nrm -rf / [2].\n```"
+    assert statement_of("2. **Delete** the disk [2].") == "Delete the disk."

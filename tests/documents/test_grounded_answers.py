@@ -5,6 +5,7 @@ by the RAG baseline)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from tests.documents.makers import shop_settings
 from tests.serving.conftest import ProbeEngine, make_rag
 from typed_rag.config import Settings
-from typed_rag.engines.base import ChatRequest
+from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.finishing.verify import UNSUPPORTED
 from typed_rag.pipelines.prompting import ANSWER_SHAPES, DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
 
@@ -39,9 +40,12 @@ async def test_reason_over_documents_is_one_answer_from_the_passages(settings: S
         wiki = await rag.answer(QUESTION, force_type="REASON")
     assert result.corpus == "documents" and wiki.corpus == "wikipedia"
     steps = [c.step for c in result.calls]
-    assert steps == ["answer"], steps  # no plan, no sub-answers, no draft
+    # no plan, no sub-answers, no draft; the cited sentence asked against its passage
+    assert steps == ["answer", "support"], steps
     assert "draft" not in result.plan
     final_prompt = engine.calls[0].messages[-1]["content"]
+    (asked,) = engine.choice_calls
+    assert "Statement: Change the hydraulic oil every 2000 hours." in asked.messages[-1]["content"]
     assert DOCUMENTS_ONLY in final_prompt and "own knowledge" not in final_prompt
     # the invented command left the answer; the trace says which sentence and why
     assert result.answer == "Change the hydraulic oil every 2000 hours [1]."
@@ -118,9 +122,8 @@ async def test_a_question_naming_only_what_the_collection_never_mentions_is_decl
     assert other.passages and other.calls == []  # shown, but nothing generated
     assert other.answer == 'The documents do not say: no page of this collection mentions "why3".'
     assert any("never uses ['why3']" in f for f in other.fallbacks)
-    assert [c.step for c in named.calls] == ["answer"] and [c.step for c in typo.calls] == [
-        "answer"
-    ]
+    for answered in (named, typo):  # generated, then its cited sentence checked
+        assert [c.step for c in answered.calls] == ["answer", "support"]
 
 
 async def test_an_answer_no_shown_passage_backs_says_the_documents_do_not_say(
@@ -145,3 +148,51 @@ def test_unknown_words_are_the_index_vocabulary_misses(settings: Settings) -> No
     # stemmed as the index stems: "changing" is "change"; stop words are never unknown
     assert unknown_words(index, "Is the Why3 oil changing in the press?") == ["why3"]
     assert unknown_words(object(), "Why3") == []  # nothing lexical to ask
+
+
+# Worded from the Hydraulics page (so the citation and word checks keep both), one turned around.
+TURNED = "Do not change the hydraulic oil every 2000 hours [1]."
+KEPT = "Change the hydraulic oil every 2000 hours [1]."
+
+
+def _judge(supported: set[str]) -> Callable[[ChoiceRequest], dict[str, float]]:
+    """P(yes) 0.9 for a statement listed, 0.2 for any other."""
+
+    def chooser(request: ChoiceRequest) -> dict[str, float]:
+        statement = request.messages[-1]["content"].rsplit("Statement: ", 1)[1]
+        yes = 0.9 if statement in supported else 0.2
+        return {"yes": yes, "no": 1 - yes}
+
+    return chooser
+
+
+@pytest.mark.parametrize(
+    ("answer", "supported", "expected"),
+    [
+        (f"{TURNED} {KEPT}", {KEPT.replace(" [1]", "")}, KEPT),
+        (TURNED, set(), UNSUPPORTED),  # nothing left: the documents do not say
+    ],
+)
+async def test_a_cited_sentence_its_passage_does_not_support_is_removed_and_recorded(
+    settings: Settings, answer: str, supported: set[str], expected: str
+) -> None:
+    engine = ProbeEngine(lambda request: answer)
+    engine.chooser = _judge(supported)
+    async with make_rag(settings, engine) as rag:
+        result = await rag.answer(QUESTION, force_type="DEBATE", collection="shop")
+        rag_mode = await rag.answer(QUESTION, mode="rag", collection="shop")
+    unchecked = settings.model_copy(
+        update={"method": settings.method.model_copy(update={"support_check": False})}
+    )
+    async with make_rag(unchecked, engine) as rag:
+        off = await rag.answer(QUESTION, force_type="DEBATE", collection="shop")
+    assert result.answer == expected
+    (turned,) = [u for u in result.unverified if u.kind == "support"]
+    assert turned.sentence == TURNED and turned.removed and turned.p_supported == 0.2
+    checks = [c for c in result.calls if c.step == "support"]
+    assert len(checks) == len(answer.split(" [1]")) - 1  # one verdict a cited sentence
+    assert len({c.round for c in checks}) == 1  # asked in one round
+    assert "support" in result.timings
+    # off, and in the RAG baseline, nothing is asked and the answer stays as written
+    assert off.answer == answer and not [c for c in off.calls if c.step == "support"]
+    assert rag_mode.answer == answer and not [c for c in rag_mode.calls if c.step == "support"]

@@ -96,7 +96,7 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
             found[-1][1].removed = whole  # provisional: confirmed below
     unverified = [u for _, u in found]
     gone = {i for i, u in found if u.removed}
-    kept = _join_kept(pieces, gone)
+    kept = join_kept(pieces, gone)
     if drop and gone and not kept.strip():  # nothing shown backs any of it: say so
         for u in unverified:
             u.removed = True
@@ -108,7 +108,7 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
     return Verified(re.sub(r"[ \t]+\n", "\n", kept).strip(), unverified)
 
 
-def _join_kept(pieces: Sequence[str], gone: set[int]) -> str:
+def join_kept(pieces: Sequence[str], gone: set[int]) -> str:
     """The pieces not in ``gone``, joined; a removed piece's line break passes to the next
     kept piece, so a sentence after a code block does not land on its closing fence line."""
     out: list[str] = []

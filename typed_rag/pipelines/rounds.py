@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from typed_rag.config import SamplingSettings
 from typed_rag.constraints import Constraints, with_instructions
-from typed_rag.engines.base import ChatRequest, ChatResult, Engine
+from typed_rag.engines.base import ChatRequest, ChatResult, ChoiceRequest, ChoiceResult, Engine
 from typed_rag.json_reply import PlanError
 from typed_rag.messages import Messages
 from typed_rag.pipelines.trace import Trace
@@ -102,6 +102,23 @@ class Rounds:
                 text=result.text,
             )
         )
+
+    async def score(self, step: str, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """One engine round of one-token verdicts (no text), each recorded as a call of
+        ``step`` and timed as that stage."""
+        self.done += 1
+        with self.trace.timed(step):
+            results = await self.engine.score_choices(list(requests))
+        for res in results:
+            self.trace.result.calls.append(
+                LLMCall(
+                    step=step,
+                    round=self.done,
+                    prompt_tokens=res.prompt_tokens,
+                    latency_s=res.latency_s,
+                )
+            )
+        return results
 
     async def generate(
         self,

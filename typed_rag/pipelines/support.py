@@ -1,0 +1,158 @@
+"""Each cited sentence asked against the passage it cites, before the answer is returned
+(issue 77, ``method.support_check``).
+
+Over documentation, the answers users cannot trust state what the cited page does not say
+or says the opposite of ("SQLite is generally recommended for a busy website with many
+writers" citing the page that recommends a client/server engine). The span and word checks
+(:mod:`typed_rag.finishing.verify`) catch an unshown command or filler; a claim worded from
+the page but turned around passes them. So the model is asked, for every (cited sentence,
+cited shown passage), whether the passage supports the sentence: one forward pass reading
+P(yes) after ``[[`` (instruction and passage first, the statement last, so the sentences
+citing one passage share its prefix in the prompt cache). A sentence no passage it cites
+supports (P(yes) < :data:`THRESHOLD` for each) is removed; the project's faithfulness
+measure asks the same question (:mod:`eval.citation_support`), whose validity on known cases
+is in ``results/grounding/validity.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from typed_rag.engines.base import ChoiceRequest, ChoiceResult
+from typed_rag.finishing.citations import check_citations, cited_sentences
+from typed_rag.finishing.layout import tidy_layout
+from typed_rag.finishing.sentences import answer_pieces
+from typed_rag.finishing.verify import FENCE, UNSUPPORTED, join_kept
+from typed_rag.messages import CITATION_GROUP
+from typed_rag.result import CitedPassage, Result, Unverified
+
+# One engine round of verdicts (the pipeline's Rounds.score, or an engine's score_choices).
+Score = Callable[[list[ChoiceRequest]], Awaitable[list[ChoiceResult]]]
+
+THRESHOLD = 0.5
+MAX_PASSAGE_CHARS = 2000
+VERDICT_PREFIX = "[["
+SYSTEM_PROMPT = "You are a careful fact checker. You judge only from the passage you are given."
+SUPPORT_PROMPT = (
+    "Is the statement supported by the passage? Answer yes only if the passage states or "
+    "clearly implies what the statement says; answer no if the passage does not mention "
+    'it or says something else. Reply "[[yes]]" or "[[no]]".'
+)
+_LIST_MARKER = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
+
+
+def statement_of(sentence: str) -> str:
+    """The claim of a cited sentence: without its ``[n]`` groups, list marker and markup."""
+    text = CITATION_GROUP.sub("", sentence)
+    text = _LIST_MARKER.sub("", text).replace("**", "")
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def support_messages(
+    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
+) -> list[dict[str, str]]:
+    """Instruction and passage first, the statement last: requests about the same passage
+    share their prompt prefix (the llama.cpp engine reuses it). ``prompt``: the yes/no
+    question asked (support; :mod:`eval.grounding` also asks for contradiction)."""
+    passage = f"{title.strip()}\n{text.strip()[:MAX_PASSAGE_CHARS]}" if title else text.strip()
+    user = f"{prompt}\n\nPassage:\n{passage}\n\nStatement: {statement}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def support_request(
+    statement: str, title: str, text: str, prompt: str = SUPPORT_PROMPT
+) -> ChoiceRequest:
+    return ChoiceRequest(
+        support_messages(statement, title, text, prompt), VERDICT_PREFIX, ("yes", "no")
+    )
+
+
+def p_yes(logprobs: dict[str, float]) -> float:
+    """P(yes) renormalised over the two answers (0.5 when the model gives neither)."""
+    yes, no = (math.exp(logprobs.get(k, -math.inf)) for k in ("yes", "no"))
+    return yes / (yes + no) if yes + no > 0 else 0.5
+
+
+@dataclass
+class Verdict:
+    """One cited sentence of an answer and the best P(yes) of the shown passages it cites."""
+
+    sentence: str
+    p_supported: float
+
+    @property
+    def supported(self) -> bool:
+        return self.p_supported >= THRESHOLD
+
+
+async def check_support(
+    score: Score, answer: str, passages: Sequence[CitedPassage]
+) -> list[Verdict]:
+    """A verdict for every sentence of ``answer`` that cites a shown passage, asked in one
+    round ordered by passage (a sentence citing only unshown numbers is left to the
+    citation checks)."""
+    shown = {p.citation: p for p in passages}
+    asks: list[tuple[int, int]] = []  # (sentence index, passage number)
+    sentences: list[str] = []
+    for sentence, numbers in cited_sentences(answer):
+        cited = sorted({n for n in numbers if n in shown})
+        if cited and re.search(r"\w", statement_of(sentence)):
+            asks += [(len(sentences), n) for n in cited]
+            sentences.append(sentence)
+    if not asks:
+        return []
+    asks.sort(key=lambda a: (a[1], a[0]))
+    requests = [
+        support_request(statement_of(sentences[i]), shown[n].title, shown[n].text) for i, n in asks
+    ]
+    best = [0.0] * len(sentences)
+    for (i, _), res in zip(asks, await score(requests), strict=True):
+        best[i] = max(best[i], p_yes(res.logprobs))
+    return [Verdict(s, p) for s, p in zip(sentences, best, strict=True)]
+
+
+def without_sentences(answer: str, statements: set[str]) -> tuple[str, set[str]]:
+    """``answer`` without the pieces (sentences, list items) whose claim is one of
+    ``statements``, and the statements removed. A piece that opens or closes a code block
+    stays: cutting it would break the block."""
+    pieces = answer_pieces(answer)
+    gone = {
+        i
+        for i, piece in enumerate(pieces)
+        if statement_of(piece) in statements and FENCE not in piece
+    }
+    kept = join_kept(pieces, gone)
+    return re.sub(r"[ \t]+\n", "\n", kept).strip(), {statement_of(pieces[i]) for i in gone}
+
+
+async def drop_unsupported(result: Result, score: Score) -> None:
+    """Remove from ``result.answer`` the cited sentences no passage they cite supports,
+    each recorded in ``result.unverified`` (kind ``support``); when nothing is left, the
+    answer says the documents do not say (the passages are still shown)."""
+    verdicts = await check_support(score, result.answer, result.passages)
+    flagged = {statement_of(v.sentence): v for v in verdicts if not v.supported}
+    if not flagged:
+        return
+    answer, removed = without_sentences(result.answer, set(flagged))
+    for claim, v in flagged.items():
+        result.unverified.append(
+            Unverified(
+                sentence=v.sentence,
+                missing=[],
+                kind="support",
+                p_supported=round(v.p_supported, 3),
+                removed=claim in removed,
+            )
+        )
+    if not re.search(r"\w", CITATION_GROUP.sub("", answer)):
+        answer = UNSUPPORTED
+        result.fallbacks.append(
+            "support check: no cited sentence is supported by its passage -> the documents "
+            "do not say"
+        )
+    result.answer = tidy_layout(answer)
+    result.citations = check_citations(result.answer, {p.citation for p in result.passages}).valid
