@@ -3,9 +3,13 @@ shown passage holds are found, and removed only when asked and only when somethi
 
 from __future__ import annotations
 
+import math
+
+from typed_rag.engines.base import ChoiceRequest, ChoiceResult
 from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
 from typed_rag.pipelines import TYPED, plain
-from typed_rag.pipelines.support import statement_of, without_sentences
+from typed_rag.pipelines.support import check_support, statement_of, without_sentences
+from typed_rag.result import CitedPassage
 from typed_rag.routing import ROUTES, choose
 from typed_rag.types import QuestionType
 
@@ -112,3 +116,16 @@ def test_unsupported_sentences_leave_the_lines_around_them_and_code_blocks_whole
     assert removed == {"Delete the disk."}  # the code line is never a piece to cut
     assert kept == "Steps:\n1. Open the file [1].\n3. Save it [1].\n```\nrm -rf / [2].\n```"
     assert statement_of("2. **Delete** the disk [2].") == "Delete the disk."
+
+
+async def test_headings_and_lead_ins_are_not_asked() -> None:
+    asked: list[str] = []
+
+    async def score(requests: list[ChoiceRequest]) -> list[ChoiceResult]:
+        asked.extend(r.messages[-1]["content"].rsplit("Statement: ", 1)[1] for r in requests)
+        return [ChoiceResult({"yes": math.log(0.9), "no": math.log(0.1)}) for _ in requests]
+
+    passage = CitedPassage(citation=2, id="p", title="t", text="Use bitor.", score=1.0)
+    answer = "3. **Combining values** [2]:\n- Use `bitor` to combine them [2]."
+    (verdict,) = await check_support(score, answer, [passage])
+    assert asked == ["Use `bitor` to combine them."] and verdict.supported

@@ -94,13 +94,16 @@ async def check_support(
 ) -> list[Verdict]:
     """A verdict for every sentence of ``answer`` that cites a shown passage, asked in one
     round ordered by passage (a sentence citing only unshown numbers is left to the
-    citation checks)."""
+    citation checks, a heading or lead-in ending in ":" is not asked)."""
     shown = {p.citation: p for p in passages}
     asks: list[tuple[int, int]] = []  # (sentence index, passage number)
     sentences: list[str] = []
     for sentence, numbers in cited_sentences(answer):
         cited = sorted({n for n in numbers if n in shown})
-        if cited and re.search(r"\w", statement_of(sentence)):
+        claim = statement_of(sentence)
+        # a heading or lead-in ("3. **Combining values** [2]:") states nothing to check, and
+        # removing it would orphan what it introduces
+        if cited and re.search(r"\w", claim) and not claim.endswith(":"):
             asks += [(len(sentences), n) for n in cited]
             sentences.append(sentence)
     if not asks:
