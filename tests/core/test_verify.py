@@ -129,3 +129,10 @@ async def test_headings_and_lead_ins_are_not_asked() -> None:
     answer = "3. **Combining values** [2]:\n- Use `bitor` to combine them [2]."
     (verdict,) = await check_support(score, answer, [passage])
     assert asked == ["Use `bitor` to combine them."] and verdict.supported
+
+
+def test_an_unsupported_list_item_under_a_heading_goes_and_the_heading_stays() -> None:
+    answer = "1. **Differences** [1]:\n   - Y is slow [1].\n   - Z is fast [1].\n\n2. **More**"
+    kept, removed = without_sentences(answer, {"Y is slow."})
+    assert removed == {"Y is slow."}
+    assert kept == "1. **Differences** [1]:\n   - Z is fast [1].\n\n2. **More**"

@@ -120,14 +120,20 @@ async def check_support(
 
 def without_sentences(answer: str, statements: set[str]) -> tuple[str, set[str]]:
     """``answer`` without the pieces (sentences, list items) whose claim is one of
-    ``statements``, and the statements removed. A piece that opens or closes a code block
-    stays: cutting it would break the block."""
-    pieces = answer_pieces(answer)
-    gone = {
-        i
-        for i, piece in enumerate(pieces)
-        if statement_of(piece) in statements and FENCE not in piece
-    }
+    ``statements``, and the statements removed. Nothing inside or across a code block goes:
+    cutting it would break the block."""
+    # cut at line breaks too: a list item under a heading without a full stop ("1. **X**
+    # [1]:\n   - Y [1].") is a piece of its own, as cited_sentences reads it
+    pieces = [
+        line for piece in answer_pieces(answer) for line in re.split(r"(?=\n)", piece) if line
+    ]
+    gone: set[int] = set()
+    in_fence = False
+    for i, piece in enumerate(pieces):
+        fences = piece.count(FENCE)
+        if not in_fence and not fences and statement_of(piece) in statements:
+            gone.add(i)
+        in_fence ^= fences % 2 == 1
     kept = join_kept(pieces, gone)
     return re.sub(r"[ \t]+\n", "\n", kept).strip(), {statement_of(pieces[i]) for i in gone}
 
