@@ -44,6 +44,7 @@ from typed_rag.engines.base import Engine
 from typed_rag.finishing.citations import cited_sentences
 from typed_rag.pipelines.support import (
     SUPPORT_PROMPT,
+    THRESHOLD,
     statement_of,
     support_request,
 )
@@ -51,7 +52,6 @@ from typed_rag.pipelines.support import (
 VERDICTS = "verdicts.jsonl"
 SENTENCES = "support.jsonl"
 SUMMARY = "summary.json"
-THRESHOLD = 0.5
 
 # Passage (title, text) by id, for runs committed without texts (eval.store_passage_text=false).
 Lookup = Callable[[Sequence[str]], Mapping[str, tuple[str, str]]]

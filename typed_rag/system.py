@@ -38,7 +38,7 @@ from typed_rag.constraints import with_instructions
 from typed_rag.conversation import Turn, with_chat_options
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
-from typed_rag.finishing.finish import finish
+from typed_rag.finishing.finish import checked_against_documents, finish
 from typed_rag.finishing.scaffolding import unscaffold_stream
 from typed_rag.pipelines import Context, Final
 from typed_rag.pipelines.citing import Citations
@@ -422,12 +422,7 @@ async def _finish(ctx: Context, streamed: bool = False) -> Result:
     opts = ctx.settings.method.options()
     result = finish(ctx.result, opts, ctx.trace.started, streamed=streamed)
     result.timings["finish"] = time.perf_counter() - start
-    if (
-        opts.support_check
-        and result.mode == "typed-rag"
-        and result.corpus == "documents"
-        and not streamed
-    ):
+    if opts.support_check and checked_against_documents(result, streamed):
         await drop_unsupported(result, lambda requests: ctx.rounds.score("support", requests))
         result.timings["total"] = time.perf_counter() - ctx.trace.started
     return result

@@ -136,6 +136,14 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     return result
 
 
+def checked_against_documents(result: Result, streamed: bool) -> bool:
+    """Whether the checks that remove sentences (``drop_unshown_spans``, ``support_check``)
+    act on ``result``: a typed-rag answer over documents, not streamed (its text is already
+    sent). Over Wikipedia a REASON or factoid answer adds from memory (the closed-book
+    draft) on purpose, dates and numbers included."""
+    return result.mode == "typed-rag" and result.corpus == "documents" and not streamed
+
+
 def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> None:
     """The steps that need only the finished answer and its shown passages, so a stored
     answer can be re-finished by them (``eval refinish``): talk about the pipeline rewritten
@@ -152,14 +160,7 @@ def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> 
         if opts.drop_scaffolding:
             result.unscaffolded = guard.answer != result.answer
             result.answer = guard.answer
-    # Over documents only: over Wikipedia a REASON or factoid answer adds from memory (the
-    # closed-book draft) on purpose, dates and numbers included.
-    drop = (
-        opts.drop_unshown_spans
-        and result.mode == "typed-rag"
-        and result.corpus == "documents"
-        and not streamed
-    )
+    drop = opts.drop_unshown_spans and checked_against_documents(result, streamed)
     verified = verify_answer(
         result.answer, [p.text for p in result.passages], result.question, drop
     )

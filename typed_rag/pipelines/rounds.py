@@ -89,17 +89,19 @@ class Rounds:
             priority=self.priority,
         )
 
-    def record(self, step: str, result: ChatResult, ok: bool = True) -> None:
-        """One call in ``result.calls``, with the round it belongs to."""
+    def record(self, step: str, result: ChatResult | ChoiceResult, ok: bool = True) -> None:
+        """One call in ``result.calls``, with the round it belongs to (a verdict, a
+        :class:`ChoiceResult`, generates no text)."""
+        chat = isinstance(result, ChatResult)
         self.trace.result.calls.append(
             LLMCall(
                 step=step,
                 round=self.done,
                 prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
+                completion_tokens=result.completion_tokens if chat else 0,
                 latency_s=result.latency_s,
                 ok=ok,
-                text=result.text,
+                text=result.text if chat else "",
             )
         )
 
@@ -110,14 +112,7 @@ class Rounds:
         with self.trace.timed(step):
             results = await self.engine.score_choices(list(requests))
         for res in results:
-            self.trace.result.calls.append(
-                LLMCall(
-                    step=step,
-                    round=self.done,
-                    prompt_tokens=res.prompt_tokens,
-                    latency_s=res.latency_s,
-                )
-            )
+            self.record(step, res)
         return results
 
     async def generate(

@@ -82,6 +82,7 @@ class Verdict:
     """One cited sentence of an answer and the best P(yes) of the shown passages it cites."""
 
     sentence: str
+    claim: str  # statement_of(sentence): what was asked, and how the answer's piece is found
     p_supported: float
 
     @property
@@ -97,7 +98,7 @@ async def check_support(
     citation checks, a heading or lead-in ending in ":" is not asked)."""
     shown = {p.citation: p for p in passages}
     asks: list[tuple[int, int]] = []  # (sentence index, passage number)
-    sentences: list[str] = []
+    sentences: list[tuple[str, str]] = []  # (sentence, claim)
     for sentence, numbers in cited_sentences(answer):
         cited = sorted({n for n in numbers if n in shown})
         claim = statement_of(sentence)
@@ -105,17 +106,15 @@ async def check_support(
         # removing it would orphan what it introduces
         if cited and re.search(r"\w", claim) and not claim.endswith(":"):
             asks += [(len(sentences), n) for n in cited]
-            sentences.append(sentence)
+            sentences.append((sentence, claim))
     if not asks:
         return []
     asks.sort(key=lambda a: (a[1], a[0]))
-    requests = [
-        support_request(statement_of(sentences[i]), shown[n].title, shown[n].text) for i, n in asks
-    ]
+    requests = [support_request(sentences[i][1], shown[n].title, shown[n].text) for i, n in asks]
     best = [0.0] * len(sentences)
     for (i, _), res in zip(asks, await score(requests), strict=True):
         best[i] = max(best[i], p_yes(res.logprobs))
-    return [Verdict(s, p) for s, p in zip(sentences, best, strict=True)]
+    return [Verdict(s, c, p) for (s, c), p in zip(sentences, best, strict=True)]
 
 
 def without_sentences(answer: str, statements: set[str]) -> tuple[str, set[str]]:
@@ -143,7 +142,7 @@ async def drop_unsupported(result: Result, score: Score) -> None:
     each recorded in ``result.unverified`` (kind ``support``); when nothing is left, the
     answer says the documents do not say (the passages are still shown)."""
     verdicts = await check_support(score, result.answer, result.passages)
-    flagged = {statement_of(v.sentence): v for v in verdicts if not v.supported}
+    flagged = {v.claim: v for v in verdicts if not v.supported}
     if not flagged:
         return
     answer, removed = without_sentences(result.answer, set(flagged))
