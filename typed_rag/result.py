@@ -72,6 +72,7 @@ class Unverified(BaseModel):
     kind: Literal["spans", "words", "support"] = "spans"
     p_supported: float | None = None
     removed: bool = False  # method.drop_unshown_spans took it out of the answer
+    recited: int | None = None  # support: the shown passage that supports it, now cited
 
 
 class Result(BaseModel):

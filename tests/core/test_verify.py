@@ -8,8 +8,13 @@ import math
 from typed_rag.engines.base import ChoiceRequest, ChoiceResult
 from typed_rag.finishing.verify import UNSUPPORTED, verify_answer
 from typed_rag.pipelines import TYPED, plain
-from typed_rag.pipelines.support import check_support, statement_of, without_sentences
-from typed_rag.result import CitedPassage
+from typed_rag.pipelines.support import (
+    check_support,
+    drop_unsupported,
+    statement_of,
+    without_sentences,
+)
+from typed_rag.result import CitedPassage, Result
 from typed_rag.routing import ROUTES, choose
 from typed_rag.types import QuestionType
 
@@ -129,6 +134,31 @@ async def test_headings_and_lead_ins_are_not_asked() -> None:
     answer = "3. **Combining values** [2]:\n- Use `bitor` to combine them [2]."
     (verdict,) = await check_support(score, answer, [passage])
     assert asked == ["Use `bitor` to combine them."] and verdict.supported
+
+
+async def test_a_sentence_citing_the_wrong_page_cites_the_shown_page_that_supports_it() -> None:
+    # the judge: yes where the passage holds the statement's last word, no elsewhere
+    async def score(requests: list[ChoiceRequest]) -> list[ChoiceResult]:
+        out = []
+        for r in requests:
+            passage, statement = r.messages[-1]["content"].rsplit("\n\nStatement: ", 1)
+            yes = 0.9 if statement.rstrip(".").split()[-1] in passage else 0.1
+            out.append(ChoiceResult({"yes": math.log(yes), "no": math.log(1 - yes)}))
+        return out
+
+    shown = [
+        CitedPassage(citation=1, id="a", title="Stash", text="git stash saves changes.", score=1.0),
+        CitedPassage(citation=2, id="b", title="Reset", text="Use git reset --soft.", score=1.0),
+    ]
+    result = Result(question=QUESTION, mode="typed-rag", passages=shown)
+    result.answer = "Save them with stash [1]. Undo with --soft [1][1]. Then reboot [1, 2]."
+    await drop_unsupported(result, score)
+    # re-cited to the page that says it; unsupported by every shown page: removed
+    assert result.answer == "Save them with stash [1]. Undo with --soft [2]."
+    moved, gone = [u for u in result.unverified if u.kind == "support"]
+    assert (moved.sentence, moved.recited, moved.removed) == ("Undo with --soft [1][1].", 2, False)
+    assert (gone.recited, gone.removed) == (None, True)
+    assert result.citations == [1, 2]
 
 
 def test_an_unsupported_list_item_under_a_heading_goes_and_the_heading_stays() -> None:
