@@ -50,7 +50,7 @@ PICK = ("REASON", "DEBATE", "INSTRUCTION", "EVIDENCE-BASED", "COMPARISON", "EXPE
 
 def pick_questions(n: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for qtype in PICK * 4:
+    for qtype in PICK * 6:
         if len(out) >= n:
             break
         for t, q in QUESTIONS:
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", help="TOML settings file")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument(
-        "--questions", type=int, default=3, help="pipeline questions (3; at most 24; 0: none)"
+        "--questions", type=int, default=3, help="pipeline questions (3; at most 36; 0: none)"
     )
     ap.add_argument("--methods", default="rag,typed-rag,llm")
     ap.add_argument("--max-tokens", type=int, help="sampling.max_tokens (default: settings)")

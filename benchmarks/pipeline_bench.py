@@ -63,6 +63,19 @@ QUESTIONS: list[tuple[str, str]] = [
     ("INSTRUCTION", "How do I brew beer at home?"),
     ("DEBATE", "Should voting be compulsory?"),
     ("DEBATE", "Is space exploration worth its cost?"),
+    # two more of each (issue 79: the same 24 plus 12), so a run of 36 has six per type
+    ("EVIDENCE-BASED", "What is the role of mitochondria in a cell?"),
+    ("EVIDENCE-BASED", "What does a central bank do?"),
+    ("COMPARISON", "What is the difference between weather and climate?"),
+    ("COMPARISON", "Is a laptop or a desktop computer better for a student?"),
+    ("EXPERIENCE", "What is it like to work night shifts?"),
+    ("EXPERIENCE", "What are good ways to stay motivated when training for a marathon?"),
+    ("REASON", "Why did the dinosaurs go extinct?"),
+    ("REASON", "Why do people dream?"),
+    ("INSTRUCTION", "How do I write a good cover letter?"),
+    ("INSTRUCTION", "How do I train a puppy to sit?"),
+    ("DEBATE", "Should zoos be abolished?"),
+    ("DEBATE", "Is social media harmful to teenagers?"),
 ]
 
 
