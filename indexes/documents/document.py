@@ -9,7 +9,9 @@ points into :attr:`Document.text`, so a passage's character span is exact.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Literal
 
 _SPACE = re.compile(r"\s+")
@@ -70,6 +72,25 @@ class Document:
 def clean(text: str) -> str:
     """Runs of white space (line breaks included) as one space, trimmed."""
     return _SPACE.sub(" ", text).strip()
+
+
+def table_rows(rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as paragraphs, one a row: the first (header) row's cells joined by " | ",
+    every later row as "header: cell" for its non-empty cells. Empty cells are common
+    (a feature matrix of ticks), and a row read without them ("AES-CBC | ✔ | ✔") credits
+    its values to the wrong columns; paired with their headers, they cannot move."""
+    if not rows:
+        return []
+    header = [clean(h) for h in rows[0]]
+    out = [" | ".join(h for h in header if h)]
+    for row in rows[1:]:
+        cells = [
+            f"{h}: {c}" if h and h != c else c
+            for h, c in zip_longest(header, (clean(c) for c in row), fillvalue="")
+            if c
+        ]
+        out.append(" | ".join(cells))
+    return [line for line in out if line]
 
 
 class DocumentBuilder:

@@ -2,8 +2,8 @@
 
 Paragraphs styled ``Heading N`` become sections of level N and ``Title`` names the
 document (else the file's title property, else its name). A table row becomes one
-paragraph of its cells joined by `` | ``. Word files have no fixed pages, so passages
-carry no page number. A password-protected Word file is an OLE container, not a zip:
+paragraph of its cells paired with their column headers (``table_rows``). Word files have
+no fixed pages, so passages carry no page number. A password-protected Word file is an OLE container, not a zip:
 it is reported as such.
 """
 
@@ -24,6 +24,7 @@ from indexes.documents.document import (
     SkipFile,
     check_unpacked,
     clean,
+    table_rows,
 )
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -52,13 +53,18 @@ def read_docx_file(path: Path, data: bytes) -> Document:
     title = ""
     for item in word.iter_inner_content():
         if isinstance(item, Table):
+            rows = []
             for row in item.rows:
-                cells: list[str] = []
-                for cell in row.cells:
-                    text = clean(cell.text)
-                    if text and (not cells or cells[-1] != text):  # merged cells repeat
-                        cells.append(text)
-                doc.paragraph(" | ".join(cells))
+                cells = row.cells
+                # a merged cell repeats in each column it spans: its text once, in the first
+                rows.append(
+                    [
+                        "" if i and cell._tc is cells[i - 1]._tc else cell.text
+                        for i, cell in enumerate(cells)
+                    ]
+                )
+            for line in table_rows(rows):
+                doc.paragraph(line)
             continue
         style = _style(item)
         heading = _HEADING_STYLE.match(style)

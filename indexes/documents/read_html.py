@@ -8,7 +8,8 @@ text in links). A page without such markup is left to jusText's classifier, whic
 the paragraphs that read as prose (length, stop-word density, link density; English stop
 words, then language-independent when English finds nothing; then those not judged bad
 when nothing is good; then, on a page of short paragraphs only, all but link lists).
-Headings stay as sections when text is kept under them.
+Headings stay as sections when text is kept under them. A data table becomes one paragraph
+a row, its cells paired with their column headers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import justext
 import lxml.html
 from lxml import etree
 
-from indexes.documents.document import Document, DocumentBuilder, SkipFile, clean
+from indexes.documents.document import Document, DocumentBuilder, SkipFile, clean, table_rows
 from indexes.documents.read_text import decode
 
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
@@ -34,6 +35,10 @@ _NOT_CONTENT = (
 )
 _MAIN = "//main|//article|//*[@role='main']"
 _MAX_LINK_SHARE = 0.5  # inside marked main content, a paragraph mostly of links is a menu
+_BLOCK_IN_CELL = (  # a cell holding blocks: a layout table, left as it is
+    ".//*[self::td or self::th]//*[self::p or self::div or self::ul or self::ol or self::pre"
+    " or self::h1 or self::h2 or self::h3 or self::table]"
+)
 
 
 def _decode_html(data: bytes) -> tuple[str, str | None]:
@@ -61,8 +66,33 @@ def _main_content(dom: Any) -> Any:
     return dom
 
 
+def _data_tables(dom: Any) -> Any:
+    """Each data table (2+ rows, no block content or table inside a cell: not a layout
+    table) as one ``p`` a row, its cells paired with their column headers (:func:`table_rows`);
+    jusText would read every cell as a paragraph of its own, apart from its column."""
+    for table in dom.xpath("//table[not(.//table)]"):
+        rows = table.xpath(".//tr")
+        if len(rows) < 2 or table.xpath(_BLOCK_IN_CELL):
+            continue
+        grid = []
+        for tr in rows:
+            cells: list[str] = []
+            for cell in tr.xpath("./th|./td"):
+                span = int(cell.get("colspan", "1")) if cell.get("colspan", "").isdigit() else 1
+                cells += [cell.text_content()] + [""] * (min(span, 50) - 1)
+            grid.append(cells)
+        box = lxml.html.Element("div")
+        for line in table_rows(grid):
+            para = lxml.html.Element("p")
+            para.text = line
+            box.append(para)
+        box.tail = table.tail
+        table.getparent().replace(table, box)
+    return dom
+
+
 def _preprocess(dom: Any) -> Any:
-    return _main_content(justext.core.preprocessor(dom))
+    return _main_content(_data_tables(justext.core.preprocessor(dom)))
 
 
 def _paragraphs(html: str, language_independent: bool) -> list[Any]:

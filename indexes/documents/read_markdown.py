@@ -1,7 +1,8 @@
 """Markdown, parsed by markdown-it-py (CommonMark, with tables).
 
 Headings become sections; paragraphs, list items and table rows become paragraphs (a
-table row as its cells joined by `` | ``); code blocks keep their lines. Inline markup is
+table row as its cells paired with their column headers, :func:`table_rows`); code blocks
+keep their lines. Inline markup is
 dropped to its text (link text, image alt text, code spans). A YAML front-matter block
 is not text: its ``title:`` names the document when there is no top-level heading.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from indexes.documents.document import Document, DocumentBuilder, SkipFile
+from indexes.documents.document import Document, DocumentBuilder, SkipFile, table_rows
 from indexes.documents.read_text import decode
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
@@ -43,7 +44,7 @@ def markdown_document(text: str, fallback_title: str) -> tuple[DocumentBuilder, 
         text = text[match.end() :]
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     doc = DocumentBuilder()
-    row: list[str] | None = None
+    table: list[list[str]] | None = None  # the rows of the table being read
     h1 = ""
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open":
@@ -56,13 +57,16 @@ def markdown_document(text: str, fallback_title: str) -> tuple[DocumentBuilder, 
             doc.paragraph(_inline_text(tokens[i + 1]))
         elif tok.type in ("fence", "code_block"):
             doc.paragraph(tok.content, keep_lines=True)
-        elif tok.type == "tr_open":
-            row = []
-        elif tok.type == "inline" and row is not None:
-            row.append(_inline_text(tok).strip())
-        elif tok.type == "tr_close" and row is not None:
-            doc.paragraph(" | ".join(c for c in row if c))
-            row = None
+        elif tok.type == "table_open":
+            table = []
+        elif tok.type == "tr_open" and table is not None:
+            table.append([])
+        elif tok.type == "inline" and table:  # one inline token a cell, empty ones too
+            table[-1].append(_inline_text(tok))
+        elif tok.type == "table_close" and table is not None:
+            for line in table_rows(table):
+                doc.paragraph(line)
+            table = None
     return doc, (h1 or title or fallback_title)
 
 

@@ -104,7 +104,10 @@ def test_docx_headings_paragraphs_and_tables(tmp_path: Path) -> None:
     kinds = [(b.kind, b.text) for b in doc.blocks]
     assert ("heading", "Wheels") in kinds and ("heading", "Brakes") in kinds
     assert ("text", "Tighten the wheel nuts in a star pattern.") in kinds
-    assert ("text", "wheel nut | 120 Nm") in kinds
+    assert ("text", "Part | Torque") in kinds and (
+        "text",
+        "Part: wheel nut | Torque: 120 Nm",
+    ) in kinds
 
 
 def test_corrupt_and_password_protected_docx_are_skipped(tmp_path: Path) -> None:
@@ -153,6 +156,27 @@ def test_html_main_content_without_menus(tmp_path: Path) -> None:
     assert [b.text for b in doc.blocks if b.kind == "heading"] == ["Tea Handbook", "Oolong"]
 
 
+def test_html_data_tables_pair_cells_with_headers_and_layout_tables_stay(tmp_path: Path) -> None:
+    path = tmp_path / "keys.html"
+    path.write_text(
+        "<html><body><main><h1>Key usages</h1><p>Usages depend on the key type.</p>"
+        "<table><tr><th>Key Type</th><th>encrypt</th><th>sign</th><th>wrapKey</th></tr>"
+        "<tr><td>AES-CBC</td><td>yes</td><td></td><td>yes</td></tr>"
+        "<tr><td colspan='2'>ECDSA</td><td>yes</td><td></td></tr></table>"
+        "<table><tr><td><p>A layout cell with its own paragraph.</p></td></tr>"
+        "<tr><td><p>Another layout cell.</p></td></tr></table></main></body></html>"
+    )
+    texts = [b.text for b in parse(path).blocks if b.kind == "text"]
+    assert texts == [
+        "Usages depend on the key type.",
+        "Key Type | encrypt | sign | wrapKey",
+        "Key Type: AES-CBC | encrypt: yes | wrapKey: yes",  # the empty sign cell moves nothing
+        "Key Type: ECDSA | sign: yes",  # a cell spanning two columns keeps the next in place
+        "A layout cell with its own paragraph.",
+        "Another layout cell.",
+    ]
+
+
 def test_html_without_main_markup_keeps_prose_not_link_lists(tmp_path: Path) -> None:
     links = " ".join(f"<a href='/{i}'>Link number {i}</a>" for i in range(12))
     prose = (
@@ -172,7 +196,7 @@ def test_markdown_structure_front_matter_and_code(tmp_path: Path) -> None:
     path.write_text(
         "---\ntitle: Field Notes\n---\n\n## Birds\n\nA **heron** stood in the [reeds](x).\n\n"
         "- first item\n- second item\n\n```\nprint('hi')\nprint('there')\n```\n\n"
-        "| bird | count |\n|---|---|\n| heron | 3 |\n",
+        "| bird | count | ringed |\n|---|---|---|\n| heron | 3 | |\n| egret | | 2 |\n",
         encoding="utf-8",
     )
     doc = parse(path)
@@ -180,7 +204,9 @@ def test_markdown_structure_front_matter_and_code(tmp_path: Path) -> None:
     texts = [b.text for b in doc.blocks if b.kind == "text"]
     assert "A heron stood in the reeds." in texts
     assert "first item" in texts and "print('hi')\nprint('there')" in texts
-    assert "heron | 3" in texts
+    # each value under its own column: an empty cell does not move the next one left
+    assert "bird | count | ringed" in texts
+    assert "bird: heron | count: 3" in texts and "bird: egret | ringed: 2" in texts
     assert [b.text for b in doc.blocks if b.kind == "heading"] == ["Birds"]
 
 
