@@ -20,6 +20,11 @@ model if left out). Medians and each variant's ratio to the first:
     python benchmarks/engine_bench.py --variant portable=- --variant native=/tmp/llama-native \
         --rounds 4 --out results/latency/builds.json
 
+``--draft-cost`` times what speculative decoding would pay: one evaluation of 1, 2, 4 and 8
+tokens after a RAG-sized context, against one decode step (:func:`draft_check_cost`):
+
+    python benchmarks/engine_bench.py --draft-cost --out results/latency/draft-cost.json
+
 vLLM starts worker processes with spawn, hence the ``__main__`` guard.
 """
 
@@ -190,6 +195,7 @@ class LimitProbe:
         from typed_rag.engines.llamacpp_model import load_gguf
 
         self.llm, _ = load_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
+        self.model_path = model_path
         self.n_threads, self.n_batch = n_threads, n_batch
         self.ids = self.llm.tokenize(LIMIT_TEXT.encode())
         assert len(self.ids) >= 1024, "LIMIT_TEXT is shorter than the largest prompt"
@@ -229,8 +235,33 @@ class LimitProbe:
         llm._ctx.kv_cache_seq_rm(0, self.context, -1)
         return out
 
+    def step_s(self, tokens: int, repeats: int = 6) -> float:
+        """Median seconds of one evaluation of ``tokens`` tokens after the probe's context:
+        one decode step (1), or the check of a speculative draft (1 + drafted tokens)."""
+        llm, times = self.llm, []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            llm.eval(self.ids[self.context : self.context + tokens])
+            times.append(time.perf_counter() - t)
+            llm.n_tokens = self.context
+            llm._ctx.kv_cache_seq_rm(0, self.context, -1)
+        return statistics.median(times)
+
     def close(self) -> None:
         self.llm.close()
+
+
+def draft_check_cost(probe: LimitProbe, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> dict[str, Any]:
+    """What speculative decoding would pay on this machine: the seconds of evaluating 1, 2,
+    4 and 8 tokens in one step after a RAG-sized context, and each against one decode step.
+    A draft of k-1 tokens gains only when more than (cost(k) - 1) of them are accepted per
+    step on average."""
+    seconds = {str(k): probe.step_s(k) for k in sizes}
+    return {
+        "context": probe.context,
+        "step_s": seconds,
+        "cost_vs_one_token": {k: v / seconds["1"] for k, v in seconds.items()},
+    }
 
 
 def engine_limit(
@@ -273,19 +304,25 @@ def greedy_texts(llm: Any, tokens: int = 64) -> list[str]:
     return texts
 
 
-def limit_worker(model: str) -> dict[str, Any]:
-    """One variant's limit in this process (``--limit-worker``): the engine's own rates with
-    the server's settings, the CPU features the loaded llama.cpp was built for, and the
-    greedy texts of :func:`greedy_texts`."""
-    import llama_cpp  # heavy: llama_cpp, the variant's own
-
+def server_probe(model: str = "-") -> LimitProbe:
+    """A probe with the server's engine settings, on ``model`` ("-": the server's model)."""
     from typed_rag.config_resolve import resolve_settings
     from typed_rag.engines import build_engine
 
     settings = resolve_settings(load_settings().with_section("engine", backend="llamacpp"))
     engine: Any = build_engine(settings)
     path = Path(model) if model != "-" else engine.model_path
-    probe = LimitProbe(path, n_ctx=engine.n_ctx, n_threads=engine.n_threads, n_batch=engine.n_batch)
+    return LimitProbe(path, n_ctx=engine.n_ctx, n_threads=engine.n_threads, n_batch=engine.n_batch)
+
+
+def limit_worker(model: str) -> dict[str, Any]:
+    """One variant's limit in this process (``--limit-worker``): the engine's own rates with
+    the server's settings, the CPU features the loaded llama.cpp was built for, and the
+    greedy texts of :func:`greedy_texts`."""
+    import llama_cpp  # heavy: llama_cpp, the variant's own
+
+    probe = server_probe(model)
+    path = probe.model_path
     try:
         limit = engine_limit(probe)
         texts = greedy_texts(probe.llm)
@@ -450,10 +487,23 @@ def main() -> None:
         help="compare llama.cpp builds / model files by the engine's limit (see above)",
     )
     parser.add_argument("--rounds", type=int, default=4, help="--variant: rounds per variant")
+    parser.add_argument(
+        "--draft-cost", action="store_true", help="the cost of checking a speculative draft"
+    )
     parser.add_argument("--limit-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.limit_worker:
         print(json.dumps(limit_worker(args.limit_worker)))
+        return
+    if args.draft_cost:
+        probe = server_probe()
+        report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                  **draft_check_cost(probe)}  # fmt: skip
+        probe.close()
+        print(json.dumps(report, indent=1))
+        out = Path(args.out or load_settings().home / "benchmarks" / "draft_cost.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2))
         return
     if args.variant:
         report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
