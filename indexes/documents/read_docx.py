@@ -3,8 +3,8 @@
 Paragraphs styled ``Heading N`` become sections of level N and ``Title`` names the
 document (else the file's title property, else its name). A table row becomes one
 paragraph of its cells paired with their column headers (``table_rows``). Word files have
-no fixed pages, so passages carry no page number. A password-protected Word file is an OLE container, not a zip:
-it is reported as such.
+no fixed pages, so passages carry no page number. A password-protected Word file is an OLE
+container, not a zip: it is reported as such.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Headings become sections; paragraphs, list items and table rows become paragraphs (a
 table row as its cells paired with their column headers, :func:`table_rows`); code blocks
-keep their lines. Inline markup is
-dropped to its text (link text, image alt text, code spans). A YAML front-matter block
-is not text: its ``title:`` names the document when there is no top-level heading.
+keep their lines. Inline markup is dropped to its text (link text, image alt text, code
+spans). A YAML front-matter block is not text: its ``title:`` names the document when there
+is no top-level heading.
 """
 
 from __future__ import annotations
