@@ -28,7 +28,13 @@ mkdir -p "$W/home/.config"
 echo "fresh set-up in $W (log: $W/serve.log)"
 (cd "$W/main" && HOME="$W/home" PYTHON="$PY" setsid make serve PORT="$PORT" >"$W/serve.log" 2>&1 & echo $! >"$W/serve.pid")
 # make, the server and the background fine-tuning all run from the clone's venv
-stop() { kill -- -"$(cat "$W/serve.pid")" 2>/dev/null || true; pkill -f "$W/main/.venv/" || true; }
+# ... and waits (up to 60 s) until the port answers no more: a server still shutting down
+# answers /health, and the next round's first question would reach it
+stop() {
+  kill -- -"$(cat "$W/serve.pid")" 2>/dev/null || true
+  pkill -f "$W/main/.venv/" || true
+  for _ in $(seq 60); do curl -s -o /dev/null "http://127.0.0.1:$PORT/health" || return 0; sleep 1; done
+}
 trap stop EXIT
 
 QUESTIONS=(
