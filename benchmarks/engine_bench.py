@@ -231,8 +231,7 @@ class LimitProbe:
         llm.eval(self.ids[start : self.context])
         prefill = block / (time.perf_counter() - t)
         out = {"prefill_tok_s": prefill, "decode_tok_s": self._decode(decode)}
-        llm.n_tokens = self.context
-        llm._ctx.kv_cache_seq_rm(0, self.context, -1)
+        self._back_to_context()
         return out
 
     def step_s(self, tokens: int, repeats: int = 6) -> float:
@@ -243,9 +242,13 @@ class LimitProbe:
             t = time.perf_counter()
             llm.eval(self.ids[self.context : self.context + tokens])
             times.append(time.perf_counter() - t)
-            llm.n_tokens = self.context
-            llm._ctx.kv_cache_seq_rm(0, self.context, -1)
+            self._back_to_context()
         return statistics.median(times)
+
+    def _back_to_context(self) -> None:
+        """Drop what was evaluated after the probe's context, so the next probe starts there."""
+        self.llm.n_tokens = self.context
+        self.llm._ctx.kv_cache_seq_rm(0, self.context, -1)
 
     def close(self) -> None:
         self.llm.close()
