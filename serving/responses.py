@@ -52,6 +52,12 @@ class TypedRAGInfo(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
     sub_answers: list[dict[str, Any]] = Field(default_factory=list)
     fallbacks: list[str] = Field(default_factory=list)
+    # Answer sentences the checks flagged: a command or number no shown passage holds, or a
+    # cited claim its passage does not support (removed, or re-cited to the passage that does).
+    unverified: list[dict[str, Any]] = Field(default_factory=list)
+    # A streamed answer over documents as its checks left it, when they changed what was
+    # sent: the text to show in its place (the stream also ends with a note of the change).
+    checked_answer: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     rounds: int = 0
     server_timings: dict[str, float] = Field(default_factory=dict)
@@ -93,6 +99,8 @@ class TypedRAGInfo(BaseModel):
             ],
             sub_answers=[s.model_dump() for s in result.sub_answers],
             fallbacks=result.fallbacks,
+            unverified=[u.model_dump() for u in result.unverified],
+            checked_answer=result.answer if result.streamed_answer is not None else None,
             timings=result.timings,
             rounds=result.rounds,
             server_timings=server_timings,
@@ -152,7 +160,8 @@ class ProgressEvent(BaseModel):
     type: mode, type, type_source, predicted_type, probabilities;
     plan: plan (sub_queries / perspectives / keywords ...); sources: query, passages (each
     numbered, with its text, and file, page, section when from documents); sub_answer: index, total,
-    step, query, perspective, answer, citations; fallback: note; answer: step.
+    step, query, perspective, answer, citations; fallback: note; answer: step; check (a
+    streamed answer over documents is being checked against its passages): nothing more.
     The last chunk's ``typed_rag`` (the whole :class:`TypedRAGInfo`) has no ``event``.
     """
 

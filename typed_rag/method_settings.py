@@ -75,13 +75,16 @@ class MethodOptions(BaseModel):
         False,
         description="Over a user's documents, sentences stating a command, option, file "
         "name, identifier or number that no shown passage holds are removed "
-        "(typed_rag.finishing.verify; trace: unverified, recorded in every mode; not streamed).",
+        "(typed_rag.finishing.verify; trace: unverified, recorded in every mode; a streamed "
+        "answer is checked after it is sent: typed_rag.checked_answer).",
     )
     support_check: bool = Field(
         False,
         description="Over a user's documents, every cited sentence is asked against the "
         "passages it cites (one forward pass each, typed_rag.pipelines.support) and removed "
-        "when none supports it (trace: unverified, kind support; not streamed).",
+        "when none supports it, or re-cited when another shown passage does (trace: "
+        "unverified, kind support; a streamed answer is checked after it is sent: "
+        "typed_rag.checked_answer).",
     )
     trim_cut_off: bool = Field(
         False,

@@ -19,8 +19,9 @@ from typing import Any, Literal
 # "sub_answer": one sub-answer (or perspective answer) has completed
 # "fallback": a step degraded (e.g. plan unparseable -> plain RAG)
 # "answer": the final generation starts; text deltas follow
-Kind = Literal["type", "plan", "sources", "sub_answer", "fallback", "answer"]
-KINDS: tuple[str, ...] = ("type", "plan", "sources", "sub_answer", "fallback", "answer")
+# "check": the streamed answer (over documents) is being checked against its passages
+Kind = Literal["type", "plan", "sources", "sub_answer", "fallback", "answer", "check"]
+KINDS: tuple[str, ...] = ("type", "plan", "sources", "sub_answer", "fallback", "answer", "check")
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,9 @@ class Result(BaseModel):
     # Sentences whose spans no shown passage holds: recorded in every mode, streamed answers
     # too; removed from a typed-rag answer under method.drop_unshown_spans.
     unverified: list[Unverified] = Field(default_factory=list)
+    # A streamed answer over documents, as it was sent, when its checks (finished as the
+    # same request unstreamed would be) changed it; ``answer`` is then the checked text.
+    streamed_answer: str | None = None
     # What the passages were searched in: "wikipedia", or "documents" (a user's collection),
     # which typed-rag routes and guides differently (typed_rag.routing.ROUTES).
     corpus: str = "wikipedia"

@@ -38,8 +38,8 @@ from typed_rag.constraints import with_instructions
 from typed_rag.conversation import Turn, with_chat_options
 from typed_rag.engines.base import ChatRequest, Engine
 from typed_rag.errors import UserError
-from typed_rag.finishing.finish import checked_against_documents, finish
-from typed_rag.finishing.scaffolding import unscaffold_stream
+from typed_rag.finishing.finish import amendment_note, checked_against_documents, finish
+from typed_rag.finishing.scaffolding import add_kinds, unscaffold_stream
 from typed_rag.pipelines import Context, Final
 from typed_rag.pipelines.citing import Citations
 from typed_rag.pipelines.rounds import Rounds
@@ -214,18 +214,8 @@ class TypedRAG:
         events: asyncio.Queue[Progress] = asyncio.Queue()
         sink = events.put_nowait if progress else None
         pending = asyncio.ensure_future(self._until_final(request, sink))
-        try:
-            while not pending.done():
-                waiter = asyncio.ensure_future(events.get())
-                await asyncio.wait({pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if waiter.done():
-                    yield waiter.result()
-                else:
-                    waiter.cancel()
-        finally:
-            if not pending.done():
-                pending.cancel()
-                await asyncio.gather(pending, return_exceptions=True)
+        async for event in _events_until(pending, events):
+            yield event
         ctx, final = pending.result()
         while not events.empty():  # announced as the pipeline ended (its sources, a sub-answer)
             yield events.get_nowait()
@@ -244,7 +234,13 @@ class TypedRAG:
             yield events.get_nowait()
         ctx.result.answer = "".join(parts)
         ctx.result.scaffolding, ctx.result.unscaffolded = found, bool(found)
-        yield await _finish(ctx, streamed=True)
+        finishing = asyncio.ensure_future(_finish(ctx, streamed=True))
+        async for event in _events_until(finishing, events):  # "check", over documents
+            yield event
+        result = finishing.result()
+        if result.streamed_answer is not None and (note := amendment_note(result)):
+            yield note  # what the checks changed, for a client that reads only the text
+        yield result
 
     async def rewrite(
         self, message: str, history: Sequence[Turn], seed: int | None = None
@@ -414,15 +410,47 @@ class TypedRAG:
         return ctx, final
 
 
+async def _events_until(
+    task: asyncio.Future[Any], events: asyncio.Queue[Progress]
+) -> AsyncIterator[Progress]:
+    """The progress events put in ``events`` while ``task`` runs, each as it comes; the
+    task is cancelled if the consumer stops early."""
+    try:
+        while not task.done():
+            waiter = asyncio.ensure_future(events.get())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                yield waiter.result()
+            else:
+                waiter.cancel()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def _finish(ctx: Context, streamed: bool = False) -> Result:
     """The answer's last steps (:func:`finish`), timed as ``finish``; then, for a typed-rag
-    answer over documents not streamed, under ``method.support_check``, its cited sentences
-    asked against their passages (:func:`drop_unsupported`, timed as ``support``)."""
+    answer over documents under ``method.support_check``, its cited sentences asked against
+    their passages (:func:`drop_unsupported`, timed as ``support``).
+
+    A streamed typed-rag answer over documents is finished as the same request unstreamed
+    would be, though its text is already sent (a "check" event says it is being checked):
+    when that changes it, ``streamed_answer`` keeps what was sent and ``answer`` is the
+    checked text (the server sends it as ``typed_rag.checked_answer``)."""
     start = time.perf_counter()
     opts = ctx.settings.method.options()
-    result = finish(ctx.result, opts, ctx.trace.started, streamed=streamed)
+    result, sent = ctx.result, ctx.result.answer
+    amend = streamed and checked_against_documents(result)
+    found = list(result.scaffolding)  # the kinds rewritten as it streamed
+    finish(result, opts, ctx.trace.started, streamed=streamed and not amend)
+    add_kinds(result.scaffolding, found)
     result.timings["finish"] = time.perf_counter() - start
-    if opts.support_check and checked_against_documents(result, streamed):
+    if opts.support_check and checked_against_documents(result):
+        if amend:
+            ctx.trace.emit("check")
         await drop_unsupported(result, lambda requests: ctx.rounds.score("support", requests))
         result.timings["total"] = time.perf_counter() - ctx.trace.started
+    if amend and result.answer != sent:
+        result.streamed_answer = sent
     return result

@@ -34,6 +34,7 @@ from ui.render import (
     EMPTY_PLAN,
     apply_event,
     badge_html,
+    checked_markdown,
     collection_choices,
     linkify,
     plan_markdown,
@@ -223,6 +224,7 @@ def make_responder(
             return
         info = dict(info or {"mode": mode})
         info["sources"] = live.get("sources") or {}  # the whole passages the events brought
+        answer = info.get("checked_answer") or answer  # what the checks left of what streamed
         known = {int(s.get("citation", 0)) for s in source_list(info)}
         history[-1] = {"role": "assistant", "content": linkify(answer, known, turn)}
         yield (
@@ -231,7 +233,7 @@ def make_responder(
             badge_html(info),
             plan_markdown(info),
             sources_html(info, answer, turn, final=True),
-            "",
+            checked_markdown(info),
         )
 
     return respond

@@ -342,6 +342,8 @@ def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
     found = len(info.get("sources") or {})
     if stage == "queued":
         blocks.append(f"_Waiting for the server: place {info.get('queue_position')} in the queue…_")
+    elif stage == "check":
+        blocks.append("_Checking the answer against its sources…_")
     elif answering or stage == "answer" or (total and len(subs) >= total):
         blocks.append("_Writing the answer…_")
     elif stage == "type":
@@ -353,6 +355,21 @@ def status_markdown(info: dict[str, Any], answering: bool = False) -> str:
     elif stage == "sources":
         blocks.append(f"_{found} source{'s' if found != 1 else ''} found; writing the answer…_")
     return "\n\n".join(blocks) if blocks else "_Working…_"
+
+
+def checked_markdown(info: dict[str, Any]) -> str:
+    """What the checks changed in a streamed answer after it was shown ("" when nothing)."""
+    if not info.get("checked_answer"):
+        return ""
+    flagged = info.get("unverified") or []
+    removed = sum(1 for u in flagged if u.get("removed"))
+    recited = sum(1 for u in flagged if not u.get("removed") and u.get("recited") is not None)
+    changes = [
+        f"{n} sentence{'s' if n != 1 else ''} {what}"
+        for n, what in ((removed, "removed (no shown passage supports it)"), (recited, "re-cited"))
+        if n
+    ]
+    return "_Checked against the sources: " + ("; ".join(changes) or "citations set") + "._"
 
 
 def collection_choices(cards: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -5,17 +5,23 @@ by the RAG baseline)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.documents.makers import shop_settings
-from tests.serving.conftest import ProbeEngine, make_rag
+from tests.serving.conftest import ProbeEngine, live_server, make_rag
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, ChoiceRequest
+from typed_rag.finishing.finish import amendment_note
 from typed_rag.finishing.verify import UNSUPPORTED
 from typed_rag.pipelines.prompting import ANSWER_SHAPES, DOCUMENTS_ONLY, NOT_IN_DOCUMENTS
+from typed_rag.progress import Progress
 
 INVENTED = "Then run `oilctl --reset` to clear the counter [1]."
 ANSWER = f"Change the hydraulic oil every 2000 hours [1]. {INVENTED}"
@@ -199,3 +205,76 @@ async def test_a_cited_sentence_its_passage_does_not_support_is_removed_and_reco
     # off, and in the RAG baseline, nothing is asked and the answer stays as written
     assert off.answer == answer and not [c for c in off.calls if c.step == "support"]
     assert rag_mode.answer == answer and not [c for c in rag_mode.calls if c.step == "support"]
+
+
+async def test_a_streamed_answer_over_documents_is_checked_after_it_is_sent(
+    settings: Settings,
+) -> None:
+    """The text streams as the model writes it; then the checks run (a "check" event), a note
+    says what they removed, and the result holds the checked answer beside what was sent."""
+    sent = f"{TURNED} {KEPT}"
+    engine = ProbeEngine(lambda request: sent)
+    engine.chooser = _judge({KEPT.replace(" [1]", "")})
+    async with make_rag(settings, engine) as rag:
+        items = [
+            e
+            async for e in rag.answer_stream(
+                QUESTION, force_type="DEBATE", collection="shop", progress=True
+            )
+        ]
+        engine.chooser = _judge({KEPT.replace(" [1]", ""), TURNED.replace(" [1]", "")})
+        *_, held = [e async for e in rag.answer_stream(QUESTION, collection="shop")]
+        wiki = [e async for e in rag.answer_stream(QUESTION, force_type="EVIDENCE-BASED")]
+    *before, note, result = items
+    check = next(i for i, e in enumerate(before) if isinstance(e, Progress) and e.kind == "check")
+    assert "".join(e for e in before[:check] if isinstance(e, str)) == sent
+    assert before[check + 1 :] == []  # the note comes after the check, then the result
+    assert result.streamed_answer == sent and result.answer == KEPT
+    assert note == amendment_note(result)
+    assert note.startswith("\n\n*Checked against the shown passages") and f'"{TURNED}"' in note
+    assert [c.step for c in result.calls].count("support") >= 2
+    # every sentence supported: nothing changes, nothing follows the text
+    assert held.streamed_answer is None and held.answer == sent
+    # over Wikipedia a streamed answer is left as sent and no check runs
+    assert wiki[-1].streamed_answer is None and not any(isinstance(e, Progress) for e in wiki)
+    assert not [c for c in wiki[-1].calls if c.step == "support"]
+
+
+def test_the_server_and_the_demo_show_the_checked_answer(settings: Settings) -> None:
+    """Over real HTTP: the stream's text, then the note; the last chunk's
+    ``typed_rag.checked_answer``; the demo's chat shows the checked text and says why."""
+    from ui.demo import make_responder
+
+    sent = f"{TURNED} {KEPT}"
+    engine = ProbeEngine(lambda request: sent)
+    engine.chooser = _judge({KEPT.replace(" [1]", "")})
+    body = {
+        "model": "typed-rag",
+        "stream": True,
+        "collection": "shop",
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+    with live_server(settings, make_rag(settings, engine)) as srv:
+        with httpx.stream("POST", srv.api + "/chat/completions", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            data = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+        outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "typed-rag", "shop")))
+    chunks = [json.loads(d) for d in data if d != "[DONE]"]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text.startswith(sent) and "(no shown passage supports it)" in text
+    final = chunks[-1]["typed_rag"]
+    assert final["checked_answer"] == KEPT
+    (flagged,) = [u for u in final["unverified"] if u["kind"] == "support"]
+    assert flagged["removed"] and flagged["sentence"] == TURNED
+    assert any(c["typed_rag"].get("event") == "check" for c in chunks if c.get("typed_rag"))
+    history, *_, status = outputs[-1]
+    shown = history[-1]["content"]
+    assert "hydraulic oil every 2000 hours" in shown and "Do not change" not in shown
+    assert (
+        status
+        == "_Checked against the sources: 1 sentence removed (no shown passage supports it)._"
+    )
+
+
+async def _collect(gen: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in gen]

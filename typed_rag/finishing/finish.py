@@ -136,12 +136,29 @@ def finish(result: Result, opts: MethodOptions, start: float, streamed: bool = F
     return result
 
 
-def checked_against_documents(result: Result, streamed: bool) -> bool:
+def checked_against_documents(result: Result) -> bool:
     """Whether the checks that remove sentences (``drop_unshown_spans``, ``support_check``)
-    act on ``result``: a typed-rag answer over documents, not streamed (its text is already
-    sent). Over Wikipedia a REASON or factoid answer adds from memory (the closed-book
-    draft) on purpose, dates and numbers included."""
-    return result.mode == "typed-rag" and result.corpus == "documents" and not streamed
+    act on ``result``: a typed-rag answer over documents (streamed, it is finished as if it
+    were not, and the checked text follows what was sent). Over Wikipedia a REASON or factoid
+    answer adds from memory (the closed-book draft) on purpose, dates and numbers included."""
+    return result.mode == "typed-rag" and result.corpus == "documents"
+
+
+def amendment_note(result: Result) -> str:
+    """What the checks of a streamed answer removed or re-cited, as text to send after it
+    (a client that reads only the streamed text learns of it); empty when they only
+    changed citations or layout."""
+    lines = []
+    for u in result.unverified:
+        sentence = " ".join(u.sentence.split())
+        sentence = sentence if len(sentence) <= 160 else sentence[:157] + "..."
+        if u.removed:
+            lines.append(f'- removed: "{sentence}" (no shown passage supports it)')
+        elif u.recited is not None:
+            lines.append(f'- "{sentence}" is supported by [{u.recited}], not by what it cites')
+    if not lines:
+        return ""
+    return "\n\n*Checked against the shown passages after it was sent:*\n" + "\n".join(lines)
 
 
 def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> None:
@@ -160,7 +177,7 @@ def last_checks(result: Result, opts: MethodOptions, streamed: bool = False) -> 
         if opts.drop_scaffolding:
             result.unscaffolded = guard.answer != result.answer
             result.answer = guard.answer
-    drop = opts.drop_unshown_spans and checked_against_documents(result, streamed)
+    drop = opts.drop_unshown_spans and checked_against_documents(result) and not streamed
     verified = verify_answer(
         result.answer, [p.text for p in result.passages], result.question, drop
     )
