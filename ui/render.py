@@ -369,7 +369,11 @@ def checked_markdown(info: dict[str, Any]) -> str:
         for n, what in ((removed, "removed (no shown passage supports it)"), (recited, "re-cited"))
         if n
     ]
-    return "_Checked against the sources: " + ("; ".join(changes) or "citations set") + "._"
+    return (
+        "_Checked against the sources: "
+        + ("; ".join(changes) or "citations and layout corrected")
+        + "._"
+    )
 
 
 def collection_choices(cards: list[dict[str, Any]]) -> list[tuple[str, str]]:
