@@ -437,6 +437,14 @@ def print_table(report: dict[str, Any], batches: list[int]) -> None:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
+def write_report(report: dict[str, Any], out: str | None, name: str) -> Path:
+    """``report`` as JSON at ``out``, else at ``<home>/benchmarks/<name>``; returns the path."""
+    path = Path(out or load_settings().home / "benchmarks" / name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    return path
+
+
 async def main_async(args: argparse.Namespace) -> None:
     settings = load_settings()
     report: dict[str, Any] = {
@@ -462,9 +470,7 @@ async def main_async(args: argparse.Namespace) -> None:
     report["machine"]["loadavg_end"] = os.getloadavg()
     print()
     print_table(report, args.batches)
-    out = Path(args.out or settings.home / "benchmarks" / "engine_bench.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    out = write_report(report, args.out, "engine_bench.json")
     print(f"\nwrote {out}")
 
 
@@ -500,13 +506,13 @@ def main() -> None:
         return
     if args.draft_cost:
         probe = server_probe()
-        report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                  **draft_check_cost(probe)}  # fmt: skip
-        probe.close()
+        try:
+            report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                      **draft_check_cost(probe)}  # fmt: skip
+        finally:
+            probe.close()
         print(json.dumps(report, indent=1))
-        out = Path(args.out or load_settings().home / "benchmarks" / "draft_cost.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2))
+        write_report(report, args.out, "draft_cost.json")
         return
     if args.variant:
         report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -518,10 +524,7 @@ def main() -> None:
                   f"({v[next(k for k in v if k.startswith('prefill_tok_s_vs_'))]}x), "
                   f"decode {v['decode_tok_s_limit']:.1f} tok/s "
                   f"({v[next(k for k in v if k.startswith('decode_tok_s_vs_'))]}x)")  # fmt: skip
-        out = Path(args.out or load_settings().home / "benchmarks" / "engine_variants.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2))
-        print(f"wrote {out}")
+        print(f"wrote {write_report(report, args.out, 'engine_variants.json')}")
         return
     asyncio.run(main_async(args))
 

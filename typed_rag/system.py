@@ -442,9 +442,10 @@ async def _finish(ctx: Context, streamed: bool = False) -> Result:
     opts = ctx.settings.method.options()
     result, sent = ctx.result, ctx.result.answer
     amend = streamed and checked_against_documents(result)
-    found = list(result.scaffolding)  # the kinds rewritten as it streamed
+    streamed_kinds = list(result.scaffolding)  # rewritten as it streamed
     finish(result, opts, ctx.trace.started, streamed=streamed and not amend)
-    add_kinds(result.scaffolding, found)
+    if amend:  # finished as unstreamed, which records only what is left in the text
+        add_kinds(result.scaffolding, streamed_kinds)
     result.timings["finish"] = time.perf_counter() - start
     if opts.support_check and checked_against_documents(result):
         if amend:

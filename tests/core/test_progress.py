@@ -10,6 +10,7 @@ from contextlib import aclosing
 import pytest
 
 from tests.core.conftest import FixedClassifier, MemoryRetriever
+from tests.serving.conftest import collect
 from typed_rag.engines.base import ChatRequest, ChatResult, each_or_cancel
 from typed_rag.engines.fake import FakeEngine, scripted_responder
 from typed_rag.progress import Progress
@@ -19,10 +20,6 @@ from typed_rag.types import QuestionType as T
 
 REASON_Q = "Why do leaves change color in autumn?"
 THREE = json.dumps({"sub_queries": ["leaf pigments", "chlorophyll breakdown", "day length"]})
-
-
-async def collect(stream: AsyncIterator[object]) -> list[object]:
-    return [item async for item in stream]
 
 
 def kinds(items: Sequence[object]) -> list[str]:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.documents.makers import shop_settings
-from tests.serving.conftest import ProbeEngine, live_server, make_rag
+from tests.serving.conftest import ProbeEngine, collect, live_server, make_rag
 from typed_rag.config import Settings
 from typed_rag.engines.base import ChatRequest, ChoiceRequest
 from typed_rag.finishing.finish import amendment_note
@@ -258,7 +257,7 @@ def test_the_server_and_the_demo_show_the_checked_answer(settings: Settings) -> 
         with httpx.stream("POST", srv.api + "/chat/completions", json=body, timeout=60) as r:
             assert r.status_code == 200
             data = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
-        outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "typed-rag", "shop")))
+        outputs = asyncio.run(collect(make_responder(srv.api)(QUESTION, [], "typed-rag", "shop")))
     chunks = [json.loads(d) for d in data if d != "[DONE]"]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text.startswith(sent) and "(no shown passage supports it)" in text
@@ -274,7 +273,3 @@ def test_the_server_and_the_demo_show_the_checked_answer(settings: Settings) -> 
         status
         == "_Checked against the sources: 1 sentence removed (no shown passage supports it)._"
     )
-
-
-async def _collect(gen: AsyncIterator[Any]) -> list[Any]:
-    return [item async for item in gen]

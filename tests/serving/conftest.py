@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,11 @@ class ProbeEngine(FakeEngine):
             self.cancelled += 1
             raise
         self.finished += 1
+
+
+async def collect(stream: AsyncIterator[Any]) -> list[Any]:
+    """Everything an async iterator yields (an answer stream, the demo's outputs)."""
+    return [item async for item in stream]
 
 
 def make_rag(settings: Settings, engine: ProbeEngine | None = None) -> TypedRAG:

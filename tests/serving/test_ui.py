@@ -16,6 +16,7 @@ from tests.serving.conftest import (
     REPO,
     LiveServer,
     ProbeEngine,
+    collect,
     free_port,
     live_server,
     make_rag,
@@ -262,7 +263,7 @@ def test_demo_says_when_the_server_is_down() -> None:
     from ui.demo import make_responder
 
     respond = make_responder(f"http://127.0.0.1:{free_port()}/v1")
-    outputs = asyncio.run(_collect(respond(QUESTION, [], "typed-rag")))
+    outputs = asyncio.run(collect(respond(QUESTION, [], "typed-rag")))
     status = outputs[-1][5]
     assert "not reachable" in status
     assert "not reachable" in outputs[-1][0][-1]["content"]
@@ -274,7 +275,7 @@ def test_demo_says_when_the_server_is_busy(tmp_path: Path) -> None:
     settings = server_settings(tmp_path, **{"server.max_concurrent": 1, "server.max_queue": 0})
     engine = ProbeEngine(gate=threading.Event())  # the blocker runs until the demo has asked
     with live_server(settings, make_rag(settings, engine)) as srv, slot_held(srv, engine):
-        outputs = asyncio.run(_collect(make_responder(srv.api)(QUESTION, [], "llm")))
+        outputs = asyncio.run(collect(make_responder(srv.api)(QUESTION, [], "llm")))
     assert "busy" in outputs[-1][5]
 
 
@@ -316,10 +317,6 @@ def slot_held(srv, engine: ProbeEngine) -> Iterator[None]:
     finally:
         engine.gate.set()
         blocker.join(30)
-
-
-async def _collect(gen) -> list:
-    return [item async for item in gen]
 
 
 # --- a real browser -------------------------------------------------------------------
@@ -470,7 +467,7 @@ def test_demo_sends_the_conversation_and_shows_the_rewrite(tmp_path: Path) -> No
     ]
     with live_server(settings, make_rag(settings, engine)) as srv:
         respond = make_responder(srv.api)
-        outputs = asyncio.run(_collect(respond("Where was it first grown?", earlier, "rag")))
+        outputs = asyncio.run(collect(respond("Where was it first grown?", earlier, "rag")))
     history, _box, _badge, plan, _sources, status = outputs[-1]
     assert status == "" and history[-2]["content"] == "Where was it first grown?"
     assert f"understood as**: {standalone}" in plan
