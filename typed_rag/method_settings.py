@@ -169,7 +169,9 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "drop_echo": True,
         "sub_answers": "extract",
         "own_knowledge": "draft",
-        "own_knowledge_types": ["REASON", "FACTOID"],
+        # REASON answers copied their closed-book draft, wrong facts included (issue 79;
+        # results/method/reason-draft-off/): only the factoid route drafts.
+        "own_knowledge_types": ["FACTOID"],
         "drop_draft_talk": True,
         "factoid_guidance": True,
         "drop_passage_copies": True,

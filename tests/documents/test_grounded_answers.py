@@ -58,8 +58,9 @@ async def test_reason_over_documents_is_one_answer_from_the_passages(settings: S
     assert gone.removed and gone.missing == ["oilctl --reset"]
     assert gone.sentence.startswith("Then run `oilctl --reset`")
     assert ANSWER_SHAPES["REASON"] not in final_prompt
-    # the same question over Wikipedia still takes the REASON pipeline (plan, draft, answer)
-    assert [c.step for c in wiki.calls][:1] == ["plan"] and "draft" in wiki.plan
+    # the same question over Wikipedia still takes the REASON pipeline (plan, then the
+    # answer; no closed-book draft since issue 79) and no support check
+    assert [c.step for c in wiki.calls] == ["plan", "aggregate"] and "draft" not in wiki.plan
 
 
 @pytest.mark.parametrize("qtype", ["DEBATE", "INSTRUCTION"])
