@@ -227,10 +227,9 @@ class SamplingSettings(BaseModel):
     # The paper's 512 stays the default until the paired evaluation shows a smaller budget
     # costs no quality.
     sub_answer_max_tokens: int = Field(default=512, ge=1)
-    """Output budget of a generated sub-answer (REASON / INSTRUCTION), capped at
-    ``max_tokens``: it feeds the aggregator, not the user."""
-    perspective_max_tokens: int = Field(default=512, ge=1)
-    """Output budget of a DEBATE perspective, capped at ``max_tokens``."""
+    """Output budget of a generated sub-answer (REASON / INSTRUCTION) or DEBATE
+    perspective, capped at ``max_tokens``: it feeds the aggregator or mediator, not the
+    user."""
     # 256 tokens is the budget the draft was measured with.
     draft_max_tokens: int = Field(default=256, ge=1)
     """Output budget of the closed-book draft (``method.own_knowledge=draft``), capped at

@@ -91,6 +91,13 @@ class MethodOptions(BaseModel):
         description="An answer cut by max_tokens ends at its last complete sentence "
         "(trace: trimmed; not streamed).",
     )
+    comparison_plain_answer: bool = Field(
+        False,
+        description="COMPARISON's final prompt is plain RAG's over the passages retrieved "
+        "per compared item, without the comparison kind, the item list or a point-by-point "
+        "shape, which made the 1.5B model write one line per item per aspect to the token "
+        "budget, filling the side the passages did not give (results/method/comparison-plain).",
+    )
     experience_retrieval: Literal["question", "both"] = Field(
         "question",
         description="EXPERIENCE retrieves with the question, or with the question and its "
@@ -207,7 +214,10 @@ RETIRED_OPTIONS: dict[str, Any] = {
 # The options that act on one route's answers only (the factoid route's in
 # pipelines.plain.answer_factoid): ``eval splice`` moves a run to one of them by
 # re-answering that route.
-ROUTE_ONLY: dict[str, tuple[str, ...]] = {"FACTOID": ("factoid_guidance",)}
+ROUTE_ONLY: dict[str, tuple[str, ...]] = {
+    "FACTOID": ("factoid_guidance",),
+    "COMPARISON": ("comparison_plain_answer",),
+}
 
 
 class _MethodSettingsBase(BaseModel):

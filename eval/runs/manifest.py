@@ -118,16 +118,33 @@ def filled(value: Any, default: Any) -> Any:
     return value
 
 
+# Sampling budgets folded into another: a run whose budget equalled the one it joined
+# answered as today's code does.
+MERGED_BUDGETS = {"perspective_max_tokens": "sub_answer_max_tokens"}
+SAMPLING_KEYS = ("generator_sampling", "scorer_sampling")
+
+
 def without_retired(fp: dict[str, Any]) -> dict[str, Any]:
-    """``fp`` without the method options that left the code, where it recorded them at the
-    value today's code always has (a run made with one on differs, and says so)."""
+    """``fp`` without the method options that left the code, or the budgets merged into
+    another, where it recorded them at the value today's code always has (a run made with
+    another value differs, and says so)."""
+    out = dict(fp)
+    for key in SAMPLING_KEYS:
+        budgets = fp.get(key)
+        if isinstance(budgets, dict):
+            out[key] = {
+                k: v
+                for k, v in budgets.items()
+                if not (k in MERGED_BUDGETS and v == budgets.get(MERGED_BUDGETS[k], v))
+            }
     method = fp.get("method")
-    if not isinstance(method, dict):
-        return fp
-    kept = {
-        k: v for k, v in method.items() if not (k in RETIRED_OPTIONS and v == RETIRED_OPTIONS[k])
-    }
-    return {**fp, "method": kept}
+    if isinstance(method, dict):
+        out["method"] = {
+            k: v
+            for k, v in method.items()
+            if not (k in RETIRED_OPTIONS and v == RETIRED_OPTIONS[k])
+        }
+    return out
 
 
 def _diff(old: Any, new: Any, path: str = "") -> list[str]:

@@ -188,8 +188,7 @@ async def test_every_event_arrives_before_the_first_token_is_ready(settings, qty
 
 async def test_intermediate_steps_get_their_own_token_budgets(make_rag) -> None:
     rag, engine = make_rag()
-    budgets = {"sub_answer_max_tokens": 192, "perspective_max_tokens": 192}  # default: 512
-    sampling = rag.settings.sampling.model_copy(update=budgets)
+    sampling = rag.settings.sampling.model_copy(update={"sub_answer_max_tokens": 192})
     rag.settings = rag.settings.model_copy(update={"sampling": sampling})
     await rag.answer(REASON_Q, force_type=T.REASON)
     plan, subs, final = engine.batches
@@ -199,7 +198,7 @@ async def test_intermediate_steps_get_their_own_token_budgets(make_rag) -> None:
     assert final[0].max_tokens == s.max_tokens == 512
     engine.batches.clear()
     await rag.answer("Is nuclear power good?", force_type=T.DEBATE)
-    assert [r.max_tokens for r in engine.batches[1]] == [s.perspective_max_tokens] * 2
+    assert [r.max_tokens for r in engine.batches[1]] == [s.sub_answer_max_tokens] * 2
     engine.batches.clear()
     # a client's smaller max_tokens caps the intermediate answers too
     await rag.answer(REASON_Q, force_type=T.REASON, sampling={"max_tokens": 100})

@@ -114,6 +114,31 @@ def test_the_judge_may_change_until_the_first_verdict_is_stored(tmp_path) -> Non
         write_manifest(run, other_generator, gated, **kw)  # the generator never may
 
 
+def test_a_run_made_with_the_merged_perspective_budget_resumes_at_its_value(tmp_path) -> None:
+    """``sampling.perspective_max_tokens`` became ``sub_answer_max_tokens``: a run that
+    recorded both equal resumes; one with its own perspective budget does not."""
+    import json
+
+    from eval.runs.manifest import write_manifest
+    from eval.settings import load_lab_settings
+    from typed_rag.errors import UserError
+
+    kw = dict(methods=["typed-rag"], subsets=["nq"], question_ids=["q1"], options={})
+    settings = load_lab_settings(None)
+    for budget, resumes in ((512, True), (192, False)):
+        run = tmp_path / str(budget)
+        write_manifest(run, settings, settings, **kw)
+        manifest = json.loads((run / "run.json").read_text())
+        for key in ("generator_sampling", "scorer_sampling"):
+            manifest["fingerprint"][key]["perspective_max_tokens"] = budget  # an older run
+        (run / "run.json").write_text(json.dumps(manifest))
+        if resumes:
+            write_manifest(run, settings, settings, **kw)
+        else:
+            with pytest.raises(UserError, match="perspective_max_tokens"):
+                write_manifest(run, settings, settings, **kw)
+
+
 def test_a_run_cannot_mix_method_profiles(tmp_path) -> None:
     from eval.runs.manifest import write_manifest
     from eval.settings import load_lab_settings

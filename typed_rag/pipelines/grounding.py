@@ -39,9 +39,11 @@ def options(ctx: Context) -> MethodOptions:
     return ctx.settings.method.options()
 
 
-async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> Messages:
-    """The final prompt with its answer shape, core sub-questions and citation rule, as set
-    (after the pipeline's own ``first`` lines).
+async def guide(
+    ctx: Context, messages: Messages, first: Sequence[str] = (), shaped: bool = True
+) -> Messages:
+    """The final prompt with its answer shape (unless not ``shaped``), core sub-questions and
+    citation rule, as set (after the pipeline's own ``first`` lines).
 
     Over a user's documents no type's shape is given: on the documentation devset the
     shaped answers (numbered steps, perspectives and a conclusion) ranked below plain RAG's
@@ -49,7 +51,7 @@ async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> 
     opts = options(ctx)
     lines = list(first)
     shape = ANSWER_SHAPES.get(ctx.result.type or "")
-    if opts.answer_shapes and shape and ctx.corpus != "documents":
+    if shaped and opts.answer_shapes and shape and ctx.corpus != "documents":
         lines.append(shape)
     if opts.core_sub_questions == "definition":
         lines.append(CORE_DEFINITION)

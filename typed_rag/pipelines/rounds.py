@@ -54,16 +54,14 @@ class Rounds:
     done: int = 0
 
     def budget(self, plan: bool = False, step: str | None = None) -> int:
-        """The step's ``max_tokens``: plans ``plan_max_tokens``; ``"sub-answer"``,
-        ``"perspective"`` and ``"draft"`` their own budgets, never more than ``max_tokens``;
-        anything else (the final answer) ``max_tokens``."""
+        """The step's ``max_tokens``: plans ``plan_max_tokens``; ``"sub-answer"`` and
+        ``"perspective"`` ``sub_answer_max_tokens``, ``"draft"`` its own budget, never more
+        than ``max_tokens``; anything else (the final answer) ``max_tokens``."""
         s = self.sampling
         if plan:
             return s.plan_max_tokens
-        if step == "sub-answer":
+        if step in ("sub-answer", "perspective"):
             return min(s.sub_answer_max_tokens, s.max_tokens)
-        if step == "perspective":
-            return min(s.perspective_max_tokens, s.max_tokens)
         if step == "draft":
             return min(s.draft_max_tokens, s.max_tokens)
         return s.max_tokens
