@@ -94,9 +94,10 @@ class MethodOptions(BaseModel):
     comparison_plain_answer: bool = Field(
         False,
         description="COMPARISON's final prompt is plain RAG's over the passages retrieved "
-        "per compared item, without the comparison kind, the item list or a point-by-point "
-        "shape, which made the 1.5B model write one line per item per aspect to the token "
-        "budget, filling the side the passages did not give (results/method/comparison-plain).",
+        "per compared item, with the citation rule only: no comparison kind, item list, "
+        "point-by-point shape or core sub-questions, which made the 1.5B model write one line "
+        "per item per aspect to the token budget, filling in the side the passages did not "
+        "give (results/method/comparison-plain).",
     )
     experience_retrieval: Literal["question", "both"] = Field(
         "question",
@@ -185,6 +186,9 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "drop_scaffolding": True,
         "drop_unshown_spans": True,
         "rag_types": ["DEBATE"],
+        # The paper's comparison prompt ran to the budget and filled in sides the passages
+        # did not give (issue 79; results/method/comparison-plain/).
+        "comparison_plain_answer": True,
         "support_check": True,
     },
 }

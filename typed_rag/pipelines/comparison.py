@@ -178,7 +178,7 @@ async def prepare(ctx: Context) -> Final:
     ranked = await ctx.search.rerank(ctx.question, pool, ctx.top_k)
     cited = ctx.citations.cite(ranked, [source_of[p.id] for p in ranked])
     if options(ctx).comparison_plain_answer:
-        return Final("answer", await guide(ctx, rag_messages(ctx.question, cited), shaped=False))
+        return Final("answer", await guide(ctx, rag_messages(ctx.question, cited), plain=True))
     messages = comparison_messages(ctx.question, plan.compare_type, plan.keywords, cited)
     return Final("answer", await guide(ctx, messages))
 

@@ -40,10 +40,10 @@ def options(ctx: Context) -> MethodOptions:
 
 
 async def guide(
-    ctx: Context, messages: Messages, first: Sequence[str] = (), shaped: bool = True
+    ctx: Context, messages: Messages, first: Sequence[str] = (), plain: bool = False
 ) -> Messages:
-    """The final prompt with its answer shape (unless not ``shaped``), core sub-questions and
-    citation rule, as set (after the pipeline's own ``first`` lines).
+    """The final prompt with its answer shape, core sub-questions and citation rule, as set
+    (after the pipeline's own ``first`` lines); ``plain``: the citation rules only.
 
     Over a user's documents no type's shape is given: on the documentation devset the
     shaped answers (numbered steps, perspectives and a conclusion) ranked below plain RAG's
@@ -51,9 +51,9 @@ async def guide(
     opts = options(ctx)
     lines = list(first)
     shape = ANSWER_SHAPES.get(ctx.result.type or "")
-    if shaped and opts.answer_shapes and shape and ctx.corpus != "documents":
+    if not plain and opts.answer_shapes and shape and ctx.corpus != "documents":
         lines.append(shape)
-    if opts.core_sub_questions == "definition":
+    if not plain and opts.core_sub_questions == "definition":
         lines.append(CORE_DEFINITION)
     if opts.require_citations and ctx.result.passages:
         lines.append(STRICT_CITE_RULE)
