@@ -91,14 +91,6 @@ class MethodOptions(BaseModel):
         description="An answer cut by max_tokens ends at its last complete sentence "
         "(trace: trimmed; not streamed).",
     )
-    comparison_plain_answer: bool = Field(
-        False,
-        description="COMPARISON's final prompt is plain RAG's over the passages retrieved "
-        "per compared item, with the citation rule only: no comparison kind, item list, "
-        "point-by-point shape or core sub-questions, which made the 1.5B model write one line "
-        "per item per aspect to the token budget, filling in the side the passages did not "
-        "give (results/method/comparison-plain).",
-    )
     experience_retrieval: Literal["question", "both"] = Field(
         "question",
         description="EXPERIENCE retrieves with the question, or with the question and its "
@@ -186,9 +178,6 @@ METHOD_PROFILES: dict[str, dict[str, Any]] = {
         "drop_scaffolding": True,
         "drop_unshown_spans": True,
         "rag_types": ["DEBATE"],
-        # The paper's comparison prompt ran to the budget and filled in sides the passages
-        # did not give (issue 79; results/method/comparison-plain/).
-        "comparison_plain_answer": True,
         "support_check": True,
     },
 }
@@ -218,10 +207,7 @@ RETIRED_OPTIONS: dict[str, Any] = {
 # The options that act on one route's answers only (the factoid route's in
 # pipelines.plain.answer_factoid): ``eval splice`` moves a run to one of them by
 # re-answering that route.
-ROUTE_ONLY: dict[str, tuple[str, ...]] = {
-    "FACTOID": ("factoid_guidance",),
-    "COMPARISON": ("comparison_plain_answer",),
-}
+ROUTE_ONLY: dict[str, tuple[str, ...]] = {"FACTOID": ("factoid_guidance",)}
 
 
 class _MethodSettingsBase(BaseModel):

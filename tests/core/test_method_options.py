@@ -232,27 +232,6 @@ async def test_answer_shape_per_type_reaches_the_final_prompt(
     assert result.fallbacks == []
 
 
-async def test_comparison_plain_answer_is_rags_prompt_over_each_items_passages(
-    make_rag, settings
-) -> None:
-    """The items still choose the passages; the final prompt is plain RAG's with the citation
-    rule, without the comparison kind, the item list, the shape or the core sub-questions."""
-    plan = {"is_compare": True, "compare_type": "differences", "keywords_list": ["coffee", "tea"]}
-    for plain in (False, True):
-        set_method(settings, answer_shapes=True, require_citations=True)
-        set_method(settings, core_sub_questions="definition")
-        set_method(settings, comparison_plain_answer=plain)
-        rag, engine = make_rag(scripted_responder({"comparison_plan": json.dumps(plan)}))
-        result = await rag.answer("How does coffee differ from tea?", force_type=T.COMPARISON)
-        final = user_text(final_request(engine))
-        assert {"p5", "p6"} <= {p.id for p in result.passages}
-        assert all(p.text in final for p in result.passages)
-        assert STRICT_CITE_RULE in final and result.plan["keywords"] == ["coffee", "tea"]
-        assert ("### Items to compare" in final) is not plain
-        assert (ANSWER_SHAPES["COMPARISON"] in final) is not plain
-        assert (CORE_DEFINITION in final) is not plain
-
-
 def cut_at(engine, words: int) -> None:
     """Make ``engine`` honour a cap of ``words`` words on free-text replies, as a real one
     honours ``max_tokens``: the reply is cut and reported as ``length``."""

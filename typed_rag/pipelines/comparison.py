@@ -1,8 +1,7 @@
 """COMPARISON: keywords per compared item -> top-K each -> union by id -> rerank -> top-K.
 
 The plan also says what kind of comparison is asked (differences, similarities
-or superiority); the paper's final prompt is told both the kind and the items, and
-``method.comparison_plain_answer`` gives plain RAG's prompt over the items' passages instead.
+or superiority); the final prompt is told both the kind and the items.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from typing import Any, ClassVar
 from typed_rag.json_reply import PlanError, as_bool, extract_json, lookup, string_list
 from typed_rag.messages import ANALYST_SYSTEM, Messages, Numbered, chat, format_passages
 from typed_rag.pipelines.base import Context, Final, Pipeline, plan_or_fallback
-from typed_rag.pipelines.grounding import guide, options
+from typed_rag.pipelines.grounding import guide
 from typed_rag.pipelines.plain import prepare_rag, union_by_id
-from typed_rag.pipelines.prompting import ANSWER_SYSTEM, CITE_RULE, rag_messages
+from typed_rag.pipelines.prompting import ANSWER_SYSTEM, CITE_RULE
 
 MAX_KEYWORDS = 5
 COMPARE_TYPES = ("differences", "similarities", "superiority")
@@ -177,8 +176,6 @@ async def prepare(ctx: Context) -> Final:
     source_of = {p.id: q for p, q in zip(pool, sources, strict=True)}
     ranked = await ctx.search.rerank(ctx.question, pool, ctx.top_k)
     cited = ctx.citations.cite(ranked, [source_of[p.id] for p in ranked])
-    if options(ctx).comparison_plain_answer:
-        return Final("answer", await guide(ctx, rag_messages(ctx.question, cited), plain=True))
     messages = comparison_messages(ctx.question, plan.compare_type, plan.keywords, cited)
     return Final("answer", await guide(ctx, messages))
 

@@ -39,11 +39,9 @@ def options(ctx: Context) -> MethodOptions:
     return ctx.settings.method.options()
 
 
-async def guide(
-    ctx: Context, messages: Messages, first: Sequence[str] = (), plain: bool = False
-) -> Messages:
+async def guide(ctx: Context, messages: Messages, first: Sequence[str] = ()) -> Messages:
     """The final prompt with its answer shape, core sub-questions and citation rule, as set
-    (after the pipeline's own ``first`` lines); ``plain``: the citation rules only.
+    (after the pipeline's own ``first`` lines).
 
     Over a user's documents no type's shape is given: on the documentation devset the
     shaped answers (numbered steps, perspectives and a conclusion) ranked below plain RAG's
@@ -51,9 +49,9 @@ async def guide(
     opts = options(ctx)
     lines = list(first)
     shape = ANSWER_SHAPES.get(ctx.result.type or "")
-    if not plain and opts.answer_shapes and shape and ctx.corpus != "documents":
+    if opts.answer_shapes and shape and ctx.corpus != "documents":
         lines.append(shape)
-    if not plain and opts.core_sub_questions == "definition":
+    if opts.core_sub_questions == "definition":
         lines.append(CORE_DEFINITION)
     if opts.require_citations and ctx.result.passages:
         lines.append(STRICT_CITE_RULE)
