@@ -17,7 +17,7 @@ from statistics import median
 from typing import Any
 
 from eval.reports.paired import pair_rows, row_scores
-from eval.runs.manifest import filled, fingerprint, read_manifest
+from eval.runs.manifest import filled, fingerprint, read_manifest, without_retired
 from eval.runs.runner import ANSWERS, SCORES
 from eval.settings import LabSettings
 from eval.store import read_jsonl
@@ -69,11 +69,12 @@ def _scores(
 
 
 def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """The shared fingerprint entries on which two run manifests differ."""
+    """The shared fingerprint entries on which two run manifests differ (read as a resume
+    reads them: a retired option or merged budget at today's value is no difference)."""
     defaults = fingerprint(LabSettings(), LabSettings())
     fa, fb = (
-        {k: filled(m.get("fingerprint", {}).get(k), defaults.get(k)) for k in SHARED}
-        for m in (a, b)
+        {k: filled(fp.get(k), defaults.get(k)) for k in SHARED}
+        for fp in (without_retired(m.get("fingerprint", {})) for m in (a, b))
     )
     return [f"{k}: {fa[k]!r} vs {fb[k]!r}" for k in SHARED if fa[k] != fb[k]]
 

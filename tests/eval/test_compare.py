@@ -53,6 +53,16 @@ def test_compare_refuses_runs_scored_differently(tmp_path: Path) -> None:
     assert compare_runs(f"{c}:rag", f"{d}:rag", n_boot=10)["questions"] == 1
     with pytest.raises(UserError, match="scored differently: scorer_sampling"):
         compare_runs(f"{c}:rag", f"{e}:rag")
+    # perspective_max_tokens was merged into sub_answer_max_tokens: a run that recorded it
+    # equal compares with one made since; one that recorded its own value does not.
+    merged = {**later, "perspective_max_tokens": 512}
+    f, g = (
+        _run(tmp_path / n, {"q1": 1}, scorer_sampling=s)
+        for n, s in (("f", merged), ("g", {**merged, "perspective_max_tokens": 64}))
+    )
+    assert compare_runs(f"{d}:rag", f"{f}:rag", n_boot=10)["questions"] == 1
+    with pytest.raises(UserError, match="scored differently: scorer_sampling"):
+        compare_runs(f"{d}:rag", f"{g}:rag")
     with pytest.raises(UserError, match="no scored answers of method 'typed-rag'"):
         compare_runs(f"{a}:typed-rag", f"{a}:rag")
     with pytest.raises(UserError, match="RUN_DIR:METHOD"):
