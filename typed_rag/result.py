@@ -61,15 +61,19 @@ class SubAnswer(BaseModel):
     dropped: str | None = None
 
 
+UnverifiedKind = Literal["spans", "words", "instruction", "support"]
+
+
 class Unverified(BaseModel):
     """An answer sentence stating spans (commands, options, file names, numbers) that no
-    shown passage holds, or an uncited one whose words none holds (``kind`` "words";
+    shown passage holds, or an uncited one whose words none holds (``kind`` "words"), or one
+    copying a prompt instruction (``kind`` "instruction", ``missing`` the copied words;
     typed_rag.finishing.verify), or a cited one the passages it cites do not support
     (``kind`` "support", with the model's best P(supported); typed_rag.pipelines.support)."""
 
     sentence: str
     missing: list[str]
-    kind: Literal["spans", "words", "support"] = "spans"
+    kind: UnverifiedKind = "spans"
     p_supported: float | None = None
     removed: bool = False  # method.drop_unshown_spans took it out of the answer
     recited: int | None = None  # support: the shown passage that supports it, now cited

@@ -166,3 +166,35 @@ def test_an_unsupported_list_item_under_a_heading_goes_and_the_heading_stays() -
     kept, removed = without_sentences(answer, {"Y is slow."})
     assert removed == {"Y is slow."}
     assert kept == "1. **Differences** [1]:\n   - Z is fast [1].\n\n2. **More**"
+
+
+def test_an_answer_that_only_copies_prompt_instructions_says_the_documents_do_not_say() -> None:
+    """The DEBATE answer over a documentation collection that was two instruction lines of
+    its prompt: the guard keeps an answer it would empty, so the check removes them."""
+    import time
+
+    from typed_rag.finishing.finish import finish
+    from typed_rag.method_settings import MethodOptions
+    from typed_rag.pipelines.prompting import CITE_RULE, DOCUMENTS_ONLY
+
+    copied = f"- {CITE_RULE}\n- {DOCUMENTS_ONLY.split('. Copy')[0]}."
+    verified = verify_answer(copied, PASSAGES, QUESTION, drop=True)
+    assert verified.answer == UNSUPPORTED
+    assert {u.kind for u in verified.unverified} == {"instruction"}
+    assert all(u.removed and u.missing for u in verified.unverified)
+    # recorded, not removed, where nothing is dropped (Wikipedia, or the option off)
+    kept = verify_answer(copied, PASSAGES, QUESTION, drop=False)
+    assert kept.answer == copied and not any(u.removed for u in kept.unverified)
+    # beside a real sentence only the copy goes
+    real = "Run `git reset --soft HEAD^` to keep the changes [1]."
+    mixed = verify_answer(f"{real}\n- {CITE_RULE}", PASSAGES, QUESTION, drop=True)
+    assert mixed.answer == real and {u.kind for u in mixed.unverified} == {"instruction"}
+    # through the finishing step, over documents, with the fallback in the trace
+    passage = CitedPassage(citation=1, id="p1", title="git", text=PASSAGES[0], score=1.0)
+    result = Result(
+        question=QUESTION, mode="typed-rag", answer=copied, passages=[passage], corpus="documents"
+    )
+    opts = MethodOptions(drop_scaffolding=True, drop_unshown_spans=True)
+    done = finish(result, opts, time.perf_counter())
+    assert done.answer == UNSUPPORTED and done.citations == []
+    assert any(f.startswith("verification:") for f in done.fallbacks)

@@ -283,17 +283,21 @@ _LAST_REWRITES: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
-def copies_instruction(sentence: str) -> bool:
-    """Whether ``sentence`` copies an instruction line of the prompts, a run of
-    :data:`~typed_rag.messages.COPIED_WORDS` words or more."""
-    return not INSTRUCTION_RUNS.isdisjoint(word_runs(sentence))
+def copied_instruction(sentence: str) -> str:
+    """The words ``sentence`` copies from an instruction line of the prompts, a run of
+    :data:`~typed_rag.messages.COPIED_WORDS` words or more (one such run, as lower-case
+    words, the same one every time); "" when it copies none."""
+    runs = word_runs(sentence)
+    if INSTRUCTION_RUNS.isdisjoint(runs):
+        return ""
+    return " ".join(min(INSTRUCTION_RUNS & runs))
 
 
 def _talk(sentence: str) -> bool:
     """Whether ``sentence`` only says where the answer came from, naming the pipeline ("The
     evidence for this is found in Question 3.", "This is supported by the points from the
     question-answer pairs:"), or copies an instruction of the prompt."""
-    if copies_instruction(sentence):
+    if copied_instruction(sentence):
         return True
     if not _PIPELINE.search(sentence):
         return False

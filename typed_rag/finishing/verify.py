@@ -13,6 +13,12 @@ without a citation. An uncited sentence whose own words (those it does not take 
 question) are mostly absent from every shown passage is recorded the same way (``missing``:
 the words no passage holds) and removed with it: a cited sentence is left to the citation
 checks, a short one (a heading, "For example:") states nothing to check.
+
+Last, a sentence that copies an instruction line of the prompt ("Cite the reference numbers
+shown above ...", kind ``instruction``) says nothing about the documents, though it may carry
+citations: it goes too, so an answer made only of such lines says the documents do not say
+(the guard, :func:`~typed_rag.finishing.scaffolding.unscaffold`, keeps an answer it would
+empty).
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from typed_rag.finishing.code_spans import check_spans
+from typed_rag.finishing.scaffolding import copied_instruction
 from typed_rag.finishing.sentences import answer_pieces
 from typed_rag.finishing.subanswers import content_words, stem
 from typed_rag.messages import CITATION_GROUP
-from typed_rag.result import Unverified
+from typed_rag.result import Unverified, UnverifiedKind
 
 FENCE = "```"
 # An uncited sentence with at least this many words of its own must find this share of them
@@ -69,8 +76,8 @@ _FENCE_LINE_END = re.compile(r"(?<=```)(?=[ \t]*\n)")
 
 
 def verify_answer(answer: str, passages: Sequence[str], question: str, drop: bool) -> Verified:
-    """``answer`` with its unverified sentences found (spans no shown passage holds, or an
-    uncited sentence whose words none holds), and removed when ``drop`` says so; when every
+    """``answer`` with its unverified sentences found (spans no shown passage holds, an
+    uncited sentence whose words none holds, or one copying a prompt instruction), and removed when ``drop`` says so; when every
     sentence would go, the answer is :data:`UNSUPPORTED` (the documents do not say), the
     removed text kept in the trace's ``unverified``. A sentence inside or across a fenced
     code block stays (recorded): cutting it would break the block."""
@@ -88,9 +95,11 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
         whole = not in_fence and fences % 2 == 0
         in_fence ^= fences % 2 == 1
         missing = list(check_spans(piece, passages).missing)
-        kind = "spans"
+        kind: UnverifiedKind = "spans"
         if not missing and whole and fences == 0:
             missing, kind = unshared_words(piece, asked, bags), "words"
+            if copied := copied_instruction(piece):
+                missing, kind = [copied], "instruction"
         if missing:
             found.append((i, Unverified(sentence=piece.strip(), missing=missing, kind=kind)))
             found[-1][1].removed = whole  # provisional: confirmed below
