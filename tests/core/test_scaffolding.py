@@ -167,6 +167,18 @@ DROPS = [
         "the question-answer pairs:\n- Horses can frighten people [7].",
         "Hippophobia is the fear of horses.\n\n- Horses can frighten people [7].",
     ),
+    (  # headline: an answer grading itself, with and without a citation
+        "pipeline-talk",
+        "The solid part of the Earth is called the crust [4]. This answer is correct based on "
+        "the information provided in the first reference.",
+        "The solid part of the Earth is called the crust [4].",
+    ),
+    (
+        "pipeline-talk",
+        "Toy Story was the first fully computer-animated film [1]. The answer is concise and "
+        "directly relevant to the question, with only one reference used to back it up [1].",
+        "Toy Story was the first fully computer-animated film [1].",
+    ),
 ]
 
 
@@ -216,6 +228,11 @@ def test_never_empties_an_answer(answer: str) -> None:
         "The context given by the treaty explains the border [2].",
         "In the given context of the war, rationing was accepted [1].",
         "The references provided by the author are listed in the appendix [3].",
+        # an answer named as content, or a grading sentence that quotes what it covers
+        "The answer is that the crust is the solid part of the Earth [4].",
+        "The answer is 21 in every state [2].",
+        'This answer is supported by the Resolutions, which state that "measures of the '
+        'Federal Government" were void [1].',
     ],
 )
 def test_leaves_answers_without_scaffolding_alone(answer: str) -> None:

@@ -14,7 +14,9 @@ tell them nothing, and the judge does not punish them.
 provided, X" -> "X", "The references [1] and [3] state that X" -> "X [1][3]", "(Question
 2)" -> nothing, "the references provided" -> "the sources"),
 and drops the sentences that only talk about the pipeline ("The evidence for this is found in
-Question 3."). It never empties an answer. Deterministic, no model call; on in the ``fast``
+Question 3.") or grade the answer itself ("This answer covers the key points of the
+question.", "The answer is concise and directly relevant to the question."). It never
+empties an answer. Deterministic, no model call; on in the ``fast``
 profile (``method.drop_scaffolding``). :func:`unscaffold_stream` does the same to a streamed
 answer, a sentence at a time.
 """
@@ -283,6 +285,21 @@ _LAST_REWRITES: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
+# A sentence that grades the answer it ends instead of saying something: "This answer
+# directly addresses the question ...", "The answer covers all the key points ...". "The
+# answer is that ..." and "The answer is 21" are content, and so is a grading sentence that
+# quotes or lists what it covers (a quote, a colon, "which states that").
+_QUOTES = re.compile(r"[\"“:]|\b(?:states?|says?|mentions?|notes?|shows?) that\b", re.IGNORECASE)
+_SELF_REVIEW = re.compile(
+    r"^[\s\-*\d.]*(?:This|The|My|Above) (?:answer|response)\s+"
+    r"(?:(?:also|directly|fully|clearly|effectively|therefore)\s+)*"
+    r"(?:address(?:es)?|covers?|provides|meets|satisfies|follows|does not contradict"
+    r"|is (?:(?:both|also|very)\s+)?(?:correct|complete|concise|clear|accurate|comprehensive"
+    r"|relevant|well-supported|supported|based|consistent|directly))\b",
+    re.IGNORECASE,
+)
+
+
 def copied_instruction(sentence: str) -> str:
     """The words ``sentence`` copies from an instruction line of the prompts, a run of
     :data:`~typed_rag.messages.COPIED_WORDS` words or more (one such run, as lower-case
@@ -296,8 +313,11 @@ def copied_instruction(sentence: str) -> str:
 def _talk(sentence: str) -> bool:
     """Whether ``sentence`` only says where the answer came from, naming the pipeline ("The
     evidence for this is found in Question 3.", "This is supported by the points from the
-    question-answer pairs:"), or copies an instruction of the prompt."""
+    question-answer pairs:"), grades the answer itself, or copies an instruction of the
+    prompt."""
     if copied_instruction(sentence):
+        return True
+    if _SELF_REVIEW.search(sentence) and not _QUOTES.search(sentence):
         return True
     if not _PIPELINE.search(sentence):
         return False
