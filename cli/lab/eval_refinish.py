@@ -65,7 +65,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def cmd_refinish(args: argparse.Namespace, settings: Settings) -> int:
-    report = refinish(args.run_dir, args.out, parse_methods(args.methods))
+    report = refinish(args.run_dir, args.out, parse_methods(args.methods), index_lookup(settings))
     print(render(report))
     print(
         f"wrote {args.out} ({REPORT}: the changed answers). Judge them with the run's own "

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.citation_support import Lookup
 from eval.runs.manifest import git_commit, read_manifest, save_manifest
 from eval.runs.runner import ANSWERS, RUN_LABELS, SCORES
 from eval.runs.splice import SPLICED
@@ -57,15 +58,20 @@ def leak_shares(rows: Iterable[Mapping[str, Any]], methods: Sequence[str]) -> di
     return out
 
 
-def refinished(row: Row, opts: MethodOptions) -> Row | None:
+def refinished(row: Row, opts: MethodOptions, texts: Mapping[str, str]) -> Row | None:
     """``row`` with its answer re-finished by :func:`last_checks` (the scaffolding guard on
     whatever ``opts`` say, then the verification; trace and valid citations updated); None
-    when that leaves it unchanged."""
+    when that leaves it unchanged. A passage stored without its text (``eval.store_passage_text``
+    off) is checked against ``texts`` (by passage id) and stored as it was."""
     stored = {
         "question": row.get("question", ""),
         "mode": row.get("method"),
         **(row.get("result") or {}),
     }
+    stored["passages"] = [
+        {**p, "text": p["text"] if "text" in p else texts[str(p["id"])]}
+        for p in stored.get("passages") or []
+    ]
     result = Result.model_validate(stored)
     result.answer = str(row.get("answer") or "")
     unscaffolded = result.unscaffolded
@@ -73,13 +79,45 @@ def refinished(row: Row, opts: MethodOptions) -> Row | None:
     if result.answer == row.get("answer"):
         return None
     result.unscaffolded = unscaffolded or result.unscaffolded
-    return {**row, "answer": result.answer, "result": result.model_dump(mode="json")}
+    done = result.model_dump(mode="json")
+    done["passages"] = [  # as the run stored them: without the texts it did not keep
+        p if "text" in q else {k: v for k, v in p.items() if k != "text"}
+        for p, q in zip(
+            done["passages"], (row.get("result") or {}).get("passages") or [], strict=True
+        )
+    ]
+    return {**row, "answer": result.answer, "result": done}
 
 
-def refinish(run_dir: Path, out: Path, methods: Sequence[str]) -> dict[str, Any]:
+def missing_texts(rows: Sequence[Row], lookup: Lookup | None) -> dict[str, str]:
+    """The texts of the passages ``rows`` were shown but stored without (by id), from
+    ``lookup``; a :class:`UserError` names how many it cannot find."""
+    ids = sorted(
+        {
+            str(p["id"])
+            for row in rows
+            for p in (row.get("result") or {}).get("passages") or []
+            if "text" not in p
+        }
+    )
+    found = {pid: text for pid, (_, text) in (lookup(ids) if ids and lookup else {}).items()}
+    lacking = [pid for pid in ids if pid not in found]
+    if lacking:
+        raise UserError(
+            f"{len(lacking)} shown passages were stored without their text (e.g. {lacking[0]}) "
+            "and the index does not hold them: re-finishing checks the answer against them; "
+            "run it with the settings (corpus, index) the run was made with"
+        )
+    return found
+
+
+def refinish(
+    run_dir: Path, out: Path, methods: Sequence[str], lookup: Lookup | None = None
+) -> dict[str, Any]:
     """Copy ``run_dir`` to ``out`` with the answers of ``methods`` guarded and the verdicts of
     the changed ones left out (every other line copied as it is); returns (and writes to
-    ``out/refinish.json``) the leak shares before and after and the changed answers."""
+    ``out/refinish.json``) the leak shares before and after and the changed answers.
+    ``lookup`` gives the texts of shown passages the run stored without them."""
     manifest = read_manifest(run_dir)
     if (out / ANSWERS).exists():
         raise UserError(f"{out / ANSWERS} exists; use a new --out")
@@ -89,9 +127,10 @@ def refinish(run_dir: Path, out: Path, methods: Sequence[str]) -> dict[str, Any]
     if absent:
         raise UserError(f"{run_dir} has no answers of {', '.join(absent)}")
     opts = MethodOptions(**manifest.get("fingerprint", {}).get("method", {}))
+    texts = missing_texts([r for r in rows if r.get("method") in methods], lookup)
     new_lines, new_rows, changed = [], [], []
     for line, row in lines:
-        new = refinished(row, opts) if row.get("method") in methods else None
+        new = refinished(row, opts, texts) if row.get("method") in methods else None
         new_lines.append(_line(new) if new else line)
         new_rows.append(new or row)
         if new is not None:

@@ -92,6 +92,27 @@ def test_refinish_guards_the_chosen_methods_and_leaves_their_verdicts_to_judge(
         refinish(run_dir, out, ["rag"])
 
 
+def test_passages_stored_without_their_text_are_looked_up(run_dir: Path, tmp_path: Path) -> None:
+    """A run made with eval.store_passage_text off (the headline) keeps passage ids only: the
+    texts come from the index, once, and the copy stores the passages as the run did."""
+    row = _row("typed-rag", "q1", LEAKY)
+    del row["result"]["passages"][0]["text"]
+    _write(run_dir / "answers.jsonl", [json.dumps(row)])
+    with pytest.raises(UserError, match="stored without their text"):
+        refinish(run_dir, tmp_path / "bare", ["typed-rag"])
+    asked: list[list[str]] = []
+
+    def lookup(ids: list[str]) -> dict[str, tuple[str, str]]:
+        asked.append(list(ids))
+        return {"p1": ("Salt", "Salt lost its market after 1812.")}
+
+    report = refinish(run_dir, tmp_path / "copy", ["typed-rag"], lookup)
+    assert asked == [["p1"]] and len(report["changed"]) == 1
+    (guarded,) = [json.loads(x) for x in (tmp_path / "copy" / "answers.jsonl").open()]
+    assert guarded["answer"] == CLEAN
+    assert "text" not in guarded["result"]["passages"][0]
+
+
 def test_splice_changed_needs_every_changed_answer_judged(run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "copy"
     refinish(run_dir, out, ["typed-rag"])
