@@ -77,10 +77,11 @@ _FENCE_LINE_END = re.compile(r"(?<=```)(?=[ \t]*\n)")
 
 def verify_answer(answer: str, passages: Sequence[str], question: str, drop: bool) -> Verified:
     """``answer`` with its unverified sentences found (spans no shown passage holds, an
-    uncited sentence whose words none holds, or one copying a prompt instruction), and removed when ``drop`` says so; when every
-    sentence would go, the answer is :data:`UNSUPPORTED` (the documents do not say), the
-    removed text kept in the trace's ``unverified``. A sentence inside or across a fenced
-    code block stays (recorded): cutting it would break the block."""
+    uncited sentence whose words none holds, or one copying a prompt instruction), and
+    removed when ``drop`` says so; when every sentence would go, the answer is
+    :data:`UNSUPPORTED` (the documents do not say), the removed text kept in the trace's
+    ``unverified``. A sentence inside or across a fenced code block stays (recorded): cutting
+    it would break the block."""
     if answer.startswith(DO_NOT_SAY):  # the route's own decline names what is missing
         return Verified(answer, [])
     pieces = [part for piece in answer_pieces(answer) for part in _FENCE_LINE_END.split(piece)]
