@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.citation_support import Lookup
+from eval.grounding.run import shown_passages
 from eval.runs.manifest import git_commit, read_manifest, save_manifest
 from eval.runs.runner import ANSWERS, RUN_LABELS, SCORES
 from eval.runs.splice import SPLICED
@@ -91,24 +92,25 @@ def refinished(row: Row, opts: MethodOptions, texts: Mapping[str, str]) -> Row |
 
 def missing_texts(rows: Sequence[Row], lookup: Lookup | None) -> dict[str, str]:
     """The texts of the passages ``rows`` were shown but stored without (by id), from
-    ``lookup``; a :class:`UserError` names how many it cannot find."""
-    ids = sorted(
-        {
-            str(p["id"])
-            for row in rows
-            for p in (row.get("result") or {}).get("passages") or []
-            if "text" not in p
-        }
-    )
-    found = {pid: text for pid, (_, text) in (lookup(ids) if ids and lookup else {}).items()}
-    lacking = [pid for pid in ids if pid not in found]
+    ``lookup`` (:func:`~eval.grounding.run.shown_passages`); a :class:`UserError` names how
+    many it cannot find."""
+    unstored = {
+        str(p["id"])
+        for row in rows
+        for p in (row.get("result") or {}).get("passages") or []
+        if "text" not in p
+    }
+    if not unstored:
+        return {}
+    shown = shown_passages(rows, lookup)
+    lacking = sorted(pid for pid in unstored if not shown[pid]["text"])
     if lacking:
         raise UserError(
             f"{len(lacking)} shown passages were stored without their text (e.g. {lacking[0]}) "
             "and the index does not hold them: re-finishing checks the answer against them; "
             "run it with the settings (corpus, index) the run was made with"
         )
-    return found
+    return {pid: shown[pid]["text"] for pid in unstored}
 
 
 def refinish(

@@ -98,9 +98,10 @@ def verify_answer(answer: str, passages: Sequence[str], question: str, drop: boo
         missing = list(check_spans(piece, passages).missing)
         kind: UnverifiedKind = "spans"
         if not missing and whole and fences == 0:
-            missing, kind = unshared_words(piece, asked, bags), "words"
             if copied := copied_instruction(piece):
                 missing, kind = [copied], "instruction"
+            else:
+                missing, kind = unshared_words(piece, asked, bags), "words"
         if missing:
             found.append((i, Unverified(sentence=piece.strip(), missing=missing, kind=kind)))
             found[-1][1].removed = whole  # provisional: confirmed below
