@@ -25,6 +25,18 @@ tokens after a RAG-sized context, against one decode step (:func:`draft_check_co
 
     python benchmarks/engine_bench.py --draft-cost --out results/latency/draft-cost.json
 
+``--lookup-replay RUN`` replays prompt-lookup speculative decoding on a run's stored answers
+without building it (:func:`replay`): each answer's tokens are drafted from its question,
+shown passages and own earlier text (the longest match of the text's last n-gram, its first
+occurrence, as llama-cpp-python's ``LlamaPromptLookupDecoding`` drafts), and each check of d
+drafted tokens is paid at the measured cost of evaluating d + 1 (``draft-cost.json``). The
+answers were sampled at temperature 0.8, where a check takes a drafted token with the
+probability the model gives it, so an exact match stands for the likely case; stored
+answers are the finished text, close to what was decoded. Prefill is not counted:
+
+    python benchmarks/engine_bench.py --lookup-replay results/dev/protocol \
+        --out results/latency/lookup-acceptance.json
+
 vLLM starts worker processes with spawn, hence the ``__main__`` guard.
 """
 
@@ -39,6 +51,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +279,139 @@ def draft_check_cost(probe: LimitProbe, sizes: tuple[int, ...] = (1, 2, 4, 8)) -
         "step_s": seconds,
         "cost_vs_one_token": {k: v / seconds["1"] for k, v in seconds.items()},
     }
+
+
+# Prompt lookup (--lookup-replay): drafted tokens per check, and the (least, most) tokens of
+# the matched n-gram (llama-cpp-python's rule is 1-2).
+LOOKUP_DRAFTS = (1, 3, 7)
+LOOKUP_NGRAMS = ((1, 2), (1, 3), (2, 3), (3, 4))
+
+
+def step_cost(costs: dict[int, float]) -> Callable[[int], float]:
+    """Cost of evaluating ``n`` tokens in one step, in decode steps, linear between the
+    measured sizes (and beyond the largest, at the largest's rate per token)."""
+    sizes = sorted(costs)
+
+    def cost(n: int) -> float:
+        if n in costs:
+            return costs[n]
+        hi = next((s for s in sizes if s > n), None)
+        if hi is None:
+            return costs[sizes[-1]] * n / sizes[-1]
+        lo = max(s for s in sizes if s < n)
+        return costs[lo] + (costs[hi] - costs[lo]) * (n - lo) / (hi - lo)
+
+    return cost
+
+
+class NgramIndex:
+    """The text so far and where each of its n-grams (n <= ``max_ngram``) first ends."""
+
+    def __init__(self, max_ngram: int, min_ngram: int = 1) -> None:
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.tokens: list[int] = []
+        self.first: dict[tuple[int, ...], int] = {}
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        for t in tokens:
+            self.tokens.append(t)
+            end = len(self.tokens)
+            for n in range(1, min(self.max_ngram, end) + 1):
+                self.first.setdefault(tuple(self.tokens[end - n : end]), end)
+
+    def draft(self, size: int) -> list[int]:
+        """What followed the first occurrence of the text's last n-gram, the longest n that
+        occurred before (llama-cpp-python's rule, which has ``min_ngram`` 1), at most ``size``
+        tokens; [] when none."""
+        length = len(self.tokens)
+        for n in range(min(self.max_ngram, length - 1), self.min_ngram - 1, -1):
+            end = self.first.get(tuple(self.tokens[length - n :]))
+            if end is not None and end < length - n:
+                return self.tokens[end : min(end + size, length)]
+        return []
+
+
+def replay(
+    prompt: Sequence[int],
+    answer: Sequence[int],
+    ngrams: tuple[int, int],
+    draft: int,
+    cost: Callable[[int], float],
+) -> dict[str, float]:
+    """Decode steps, their cost and the drafted and accepted tokens of one answer, drafting
+    from matches of ``ngrams`` (least, most) tokens."""
+    i = steps = drafted = accepted = 0
+    paid = 0.0
+    seen = NgramIndex(ngrams[1], ngrams[0])
+    seen.extend(prompt)
+    while i < len(answer):
+        proposal = seen.draft(draft)
+        a = 0
+        while a < len(proposal) and i + a < len(answer) and proposal[a] == answer[i + a]:
+            a += 1
+        got = min(a + 1, len(answer) - i)
+        paid += cost(len(proposal) + 1) if proposal else 1.0
+        steps += 1
+        drafted += len(proposal)
+        accepted += a
+        seen.extend(answer[i : i + got])
+        i += got
+    return {"tokens": len(answer), "steps": steps, "cost": paid, "drafted": drafted,
+            "accepted": accepted}  # fmt: skip
+
+
+def load_answers(run: Path, methods: Sequence[str]) -> list[dict[str, Any]]:
+    """The run's non-empty answers of ``methods``."""
+    rows = [json.loads(line) for line in (run / "answers.jsonl").open(encoding="utf-8")]
+    return [r for r in rows if r["method"] in methods and (r.get("answer") or "").strip()]
+
+
+def lookup_replay(run: Path, methods: list[str], costs_path: Path) -> dict[str, Any]:
+    """Prompt lookup replayed on ``run``'s stored answers (:func:`replay`), per method,
+    route, matched n-gram sizes and draft size."""
+    from llama_cpp import Llama
+
+    from cli.lab.eval_papers import index_lookup
+    from eval.grounding.run import shown_passages
+
+    settings = load_settings()
+    answers = load_answers(run, methods)
+    texts = shown_passages(answers, index_lookup(settings))
+    model = Llama(model_path=str(ensure_model(settings, settings.engine.model)),
+                  vocab_only=True, verbose=False)  # fmt: skip
+
+    def tokens(text: str) -> list[int]:
+        return model.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    costs = json.loads(costs_path.read_text())["cost_vs_one_token"]
+    cost = step_cost({int(k): float(v) for k, v in costs.items()})
+    groups: dict[tuple[str, str, tuple[int, int], int], list[dict[str, float]]]
+    groups = defaultdict(list)
+    for row in answers:
+        shown = [texts.get(str(p["id"])) for p in row["result"].get("passages") or []]
+        prompt = tokens(
+            row["question"] + "\n" + "\n\n".join(f"{p['title']}\n{p['text']}" for p in shown if p)
+        )
+        answer = tokens(row["answer"])
+        route = row["route"] if row["method"] == "typed-rag" else "all"
+        for n in LOOKUP_NGRAMS:
+            for d in LOOKUP_DRAFTS:
+                r = replay(prompt, answer, n, d, cost)
+                groups[(row["method"], route, n, d)].append(r)
+                if route != "all":
+                    groups[(row["method"], "all", n, d)].append(r)
+    rows = []
+    for (method, route, n, d), rs in sorted(groups.items()):
+        drafted = sum(r["drafted"] for r in rs)
+        rows.append({
+            "method": method, "route": route, "ngram": f"{n[0]}-{n[1]}", "draft": d,
+            "answers": len(rs), "tokens_median": statistics.median(r["tokens"] for r in rs),
+            "accepted_of_drafted": sum(r["accepted"] for r in rs) / drafted if drafted else 0.0,
+            "tokens_per_step": sum(r["tokens"] for r in rs) / sum(r["steps"] for r in rs),
+            "decode_speedup_median": statistics.median(r["tokens"] / r["cost"] for r in rs),
+            "decode_speedup_total": sum(r["tokens"] for r in rs) / sum(r["cost"] for r in rs),
+        })  # fmt: skip
+    return {"run": str(run), "costs": str(costs_path), "rows": rows}
 
 
 def engine_limit(
@@ -499,6 +646,10 @@ def main() -> None:
     parser.add_argument(
         "--draft-cost", action="store_true", help="the cost of checking a speculative draft"
     )
+    parser.add_argument(
+        "--lookup-replay", type=Path, metavar="RUN", help="prompt lookup replayed on RUN's answers"
+    )
+    parser.add_argument("--methods", default="rag,typed-rag", help="--lookup-replay: methods")
     parser.add_argument("--limit-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.limit_worker:
@@ -513,6 +664,17 @@ def main() -> None:
             probe.close()
         print(json.dumps(report, indent=1))
         write_report(report, args.out, "draft_cost.json")
+        return
+    if args.lookup_replay:
+        report = lookup_replay(
+            args.lookup_replay, args.methods.split(","), Path("results/latency/draft-cost.json")
+        )
+        print("method     route           n    d answers accepted tok/step speed-up (median, all)")
+        for r in report["rows"]:
+            print(f"{r['method']:10} {r['route']:15} {r['ngram']}  {r['draft']} {r['answers']:7d}"
+                  f" {r['accepted_of_drafted']:8.2f} {r['tokens_per_step']:8.2f}"
+                  f" {r['decode_speedup_median']:.2f}, {r['decode_speedup_total']:.2f}")  # fmt: skip
+        print(f"wrote {write_report(report, args.out, 'lookup_acceptance.json')}")
         return
     if args.variant:
         report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.lookup_acceptance import NgramIndex, replay, step_cost
+from benchmarks.engine_bench import NgramIndex, replay, step_cost
 
 COSTS = {1: 1.0, 2: 1.68, 4: 2.51, 8: 5.59}
 
