@@ -385,6 +385,10 @@ GUIDANCE_ECHO = "### How to write the answer\n- The draft above was written from
         (f"{ANSWER}\n\nReferences:\n[1][2]", ANSWER),
         # a line without "#" is a heading only when it is nothing but a heading's name
         (f"{ANSWER}\n\nReferences [1]: Obstetrics\nAnswering it took {ANSWER}", None),
+        # the core sub-questions written out before an answer heading
+        (f"1. What are they [1]?\n2. Where were they?\n\n### Answer\n\n{ANSWER}", ANSWER),
+        ("What are they?\n\n### Answer", None),  # nothing after the heading
+        (f"They are seven.\n\n### Answer\n{ANSWER}", None),  # a statement before it
         # a copied prompt and no answer heading: where the answer starts is not known
         (f"### Question\nWhat are they?\n\n{ANSWER}", None),
         (f"**Question:**\nWhat are they?\n\n**Responses:**\n- {ANSWER}", None),

@@ -42,7 +42,8 @@ def drop_prompt_echo(answer: str, min_words: int = 10) -> str:
     """``answer`` without the prompt sections a small model copied into it.
 
     An answer that opens by copying the prompt (``### Question`` ...) keeps what follows its
-    last answer heading (none: unchanged); an answer that goes on into a copied section
+    last answer heading (none: unchanged), one that opens with nothing but questions what
+    follows its first answer heading; an answer that goes on into a copied section
     (``### References`` with made-up entries, ``### How to write the answer`` with the
     prompt's instructions) ends before it, unless fewer than ``min_words`` words of
     statements would be left (the heading then opens the answer's own content)."""
@@ -52,11 +53,16 @@ def drop_prompt_echo(answer: str, min_words: int = 10) -> str:
         return answer
     start = 0
     first = next(i for i, line in enumerate(lines) if line.strip())
+    after = [i + 1 for i, h in heads if h == "answer"]
     if heads[0][0] == first and heads[0][1] != "answer":
-        after = [i + 1 for i, h in heads if h == "answer"]
         if not after or not "\n".join(lines[after[-1] :]).strip():
             return answer
         start = after[-1]
+    elif after and after[0] - 1 > first and not _statement_words("\n".join(lines[: after[0] - 1])):
+        # only questions before an answer heading: the core sub-questions the prompt asks the
+        # model to work out, written out ("1. What is ...? ... ### Answer")
+        if "\n".join(lines[after[0] :]).strip():
+            start = after[0]
     for i, h in heads:
         if i >= start and h != "answer":
             kept = "\n".join(lines[start:i]).strip()
