@@ -17,7 +17,6 @@ after it and every code example out of the index.
 
 from __future__ import annotations
 
-import bisect
 import re
 from pathlib import Path
 from typing import Any
@@ -138,8 +137,9 @@ def _keep_code(paragraphs: list[Any], keep: set[int]) -> set[int]:
     for i, p in enumerate(paragraphs):
         if _code_index(p) is None:
             continue
-        at = bisect.bisect(prose, i)
-        if any(id(paragraphs[j]) in keep for j in prose[max(0, at - 1) : at + 1]):
+        before = [j for j in prose if j < i][-1:]
+        after = [j for j in prose if j > i][:1]
+        if any(id(paragraphs[j]) in keep for j in before + after):
             kept.add(id(p))
     return kept
 
