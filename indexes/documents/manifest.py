@@ -17,7 +17,7 @@ from typed_rag.retrieval.collections import COLLECTION_KEY
 from typed_rag.retrieval.manifest import read_manifest
 
 # Bumped when parsing or chunking changes what a file yields: every file is read again.
-COLLECTION_VERSION = 3  # 2: table rows paired with their column headers; 3: HTML code kept
+COLLECTION_VERSION = 2  # 2: table rows paired with their column headers
 
 
 @dataclass

@@ -9,10 +9,7 @@ the paragraphs that read as prose (length, stop-word density, link density; Engl
 words, then language-independent when English finds nothing; then those not judged bad
 when nothing is good; then, on a page of short paragraphs only, all but link lists).
 Headings stay as sections when text is kept under them. A data table becomes one paragraph
-a row, its cells paired with their column headers. A ``pre`` block (code, a command, a
-listing) keeps its lines and is kept beside the prose it illustrates: jusText reads code as
-boilerplate (no stop words), which left "consider the following statement:" with nothing
-after it and every code example out of the index.
+a row, its cells paired with their column headers.
 """
 
 from __future__ import annotations
@@ -37,8 +34,6 @@ _NOT_CONTENT = (
     "@role='complementary' or @role='search']"
 )
 _MAIN = "//main|//article|//*[@role='main']"
-_CODE_MARK = "typedragpreformatted{}x"  # a ``pre`` block's stand-in while jusText classifies
-_CODE_MARKED = re.compile(r"typedragpreformatted(\d+)x")
 _MAX_LINK_SHARE = 0.5  # inside marked main content, a paragraph mostly of links is a menu
 _BLOCK_IN_CELL = (  # a cell holding blocks: a layout table, left as it is
     ".//*[self::td or self::th]//*[self::p or self::div or self::ul or self::ol or self::pre"
@@ -96,52 +91,16 @@ def _data_tables(dom: Any) -> Any:
     return dom
 
 
-def _set_code_aside(dom: Any, code: list[str]) -> Any:
-    """Each ``pre`` block replaced by a paragraph holding only its mark; its text, line
-    breaks kept, goes to ``code``. jusText joins a paragraph's lines into one."""
-    code.clear()
-    for pre in dom.xpath("//pre[not(ancestor::pre)]"):
-        mark = lxml.html.Element("p")
-        mark.text = _CODE_MARK.format(len(code))
-        mark.tail = pre.tail
-        code.append(pre.text_content())
-        pre.getparent().replace(pre, mark)
-    return dom
+def _preprocess(dom: Any) -> Any:
+    return _main_content(_data_tables(justext.core.preprocessor(dom)))
 
 
-def _paragraphs(html: str, language_independent: bool, code: list[str]) -> list[Any]:
-    def preprocess(dom: Any) -> Any:
-        dom = _main_content(_data_tables(justext.core.preprocessor(dom)))
-        return _set_code_aside(dom, code)
-
+def _paragraphs(html: str, language_independent: bool) -> list[Any]:
     if language_independent:
         return justext.justext(
-            html, frozenset(), stopwords_low=0.0, stopwords_high=0.0, preprocessor=preprocess
+            html, frozenset(), stopwords_low=0.0, stopwords_high=0.0, preprocessor=_preprocess
         )
-    return justext.justext(html, justext.get_stoplist("English"), preprocessor=preprocess)
-
-
-def _code_index(paragraph: Any) -> int | None:
-    found = _CODE_MARKED.fullmatch(paragraph.text.strip())
-    return int(found.group(1)) if found else None
-
-
-def _keep_code(paragraphs: list[Any], keep: set[int]) -> set[int]:
-    """``keep`` plus each code block next to kept prose (the nearest paragraph before or
-    after it that is neither a heading nor code); all code blocks where no prose is kept
-    (a page that is all listing, such as a manual page)."""
-    prose = [i for i, p in enumerate(paragraphs) if not p.is_heading and _code_index(p) is None]
-    if not any(id(paragraphs[i]) in keep for i in prose):
-        return keep | {id(p) for p in paragraphs if _code_index(p) is not None}
-    kept = set(keep)
-    for i, p in enumerate(paragraphs):
-        if _code_index(p) is None:
-            continue
-        before = [j for j in prose if j < i][-1:]
-        after = [j for j in prose if j > i][:1]
-        if any(id(paragraphs[j]) in keep for j in before + after):
-            kept.add(id(p))
-    return kept
+    return justext.justext(html, justext.get_stoplist("English"), preprocessor=_preprocess)
 
 
 def read_html_file(path: Path, data: bytes) -> Document:
@@ -154,21 +113,19 @@ def read_html_file(path: Path, data: bytes) -> Document:
     except (etree.ParserError, ValueError) as exc:
         raise SkipFile(f"unreadable HTML: {exc}") from None
     page_title = clean(head.findtext(".//title") or "")
-    code: list[str] = []
     try:
-        paragraphs = _paragraphs(text, language_independent=False, code=code)
+        paragraphs = _paragraphs(text, language_independent=False)
         if head.xpath(_MAIN):  # the page says where its content is: trust it
             keep = {id(p) for p in paragraphs if p.links_density() <= _MAX_LINK_SHARE}
         else:
             if not any(not p.is_boilerplate and not p.is_heading for p in paragraphs):
-                paragraphs = _paragraphs(text, language_independent=True, code=code)
+                paragraphs = _paragraphs(text, language_independent=True)
             keep = {id(p) for p in paragraphs if not p.is_boilerplate}
             if not any(id(p) in keep and not p.is_heading for p in paragraphs):
                 keep = {id(p) for p in paragraphs if p.class_type != "bad" or p.is_heading}
             if not any(id(p) in keep and not p.is_heading for p in paragraphs):
                 # only short paragraphs (lists, notes): all but the link lists
                 keep = {id(p) for p in paragraphs if p.links_density() <= _MAX_LINK_SHARE}
-        keep = _keep_code(paragraphs, keep)
     except (etree.ParserError, ValueError) as exc:
         raise SkipFile(f"unreadable HTML: {exc}") from None
     doc = DocumentBuilder()
@@ -186,11 +143,7 @@ def read_html_file(path: Path, data: bytes) -> Document:
         for heading, lvl in pending:
             doc.heading(heading, lvl)
         pending = []
-        block = _code_index(p)
-        if block is None:
-            doc.paragraph(p.text)
-        else:
-            doc.paragraph(code[block], keep_lines=True)
+        doc.paragraph(p.text)
     if not doc.has_text:
         raise SkipFile("no main text found in the HTML page (only menus, links or markup)")
     built = doc.build(page_title or first_h1 or path.stem)

@@ -191,38 +191,6 @@ def test_html_without_main_markup_keeps_prose_not_link_lists(tmp_path: Path) -> 
     assert "Link number" not in doc.text
 
 
-def test_html_code_blocks_keep_their_lines_beside_the_prose_they_illustrate(
-    tmp_path: Path,
-) -> None:
-    links = " ".join(f"<a href='/{i}'>Link number {i}</a>" for i in range(12))
-    prose = (
-        "Variables may be defined in the condition clauses of if and switch statements, "
-        "and they are then available to the whole statement including its nested parts. "
-    )
-    path = tmp_path / "scope.html"
-    path.write_text(
-        f"<html><body><div>{links}</div><pre>menu_code();</pre><div>{links}</div>"
-        f"<p>{prose * 2} For example, consider the following statement:</p>"
-        "<pre>if (int c = getchar())\n{\n    <b>use</b>(c);\n}</pre>"
-        f"<p>{prose}</p></body></html>"
-    )
-    doc = parse(path)
-    texts = [b.text for b in doc.blocks if b.kind == "text"]
-    assert "if (int c = getchar())\n{\nuse(c);\n}" in texts  # its lines, markup to text
-    assert texts.index("if (int c = getchar())\n{\nuse(c);\n}") == 1  # in reading order
-    assert "menu_code" not in doc.text  # a pre block among menus is not content
-    assert "typedrag" not in doc.text
-
-
-def test_html_page_of_only_preformatted_text_is_kept(tmp_path: Path) -> None:
-    path = tmp_path / "ls.1.html"
-    path.write_text(
-        "<html><body><pre>LS(1)\n\nNAME\n    ls - list directory contents\n\n"
-        "SYNOPSIS\n    ls [OPTION]... [FILE]...</pre></body></html>"
-    )
-    assert "ls - list directory contents\nSYNOPSIS" in parse(path).text
-
-
 def test_markdown_structure_front_matter_and_code(tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_text(
