@@ -362,7 +362,10 @@ def replay(
 
 def load_answers(run: Path, methods: Sequence[str]) -> list[dict[str, Any]]:
     """The run's non-empty answers of ``methods``."""
-    rows = [json.loads(line) for line in (run / "answers.jsonl").open(encoding="utf-8")]
+    from eval.runs.runner import ANSWERS
+    from eval.store import read_jsonl
+
+    rows = read_jsonl(run / ANSWERS)
     return [r for r in rows if r["method"] in methods and (r.get("answer") or "").strip()]
 
 

@@ -58,11 +58,15 @@ def drop_prompt_echo(answer: str, min_words: int = 10) -> str:
         if not after or not "\n".join(lines[after[-1] :]).strip():
             return answer
         start = after[-1]
-    elif after and after[0] - 1 > first and not _statement_words("\n".join(lines[: after[0] - 1])):
-        # only questions before an answer heading: the core sub-questions the prompt asks the
-        # model to work out, written out ("1. What is ...? ... ### Answer")
-        if "\n".join(lines[after[0] :]).strip():
-            start = after[0]
+    elif (
+        after
+        and after[0] - 1 > first
+        and not _statement_words("\n".join(lines[: after[0] - 1]))
+        and "\n".join(lines[after[0] :]).strip()
+    ):
+        # only questions before an answer heading, and text after it: the core sub-questions
+        # the prompt asks the model to work out, written out ("1. What is ...? ... ### Answer")
+        start = after[0]
     for i, h in heads:
         if i >= start and h != "answer":
             kept = "\n".join(lines[start:i]).strip()
